@@ -1,0 +1,119 @@
+"""Candidate pairs: documents that share a ``(band, bucket)`` key.
+
+The self-join on the bucket key is evaluated per bucket: band rows are shuffled
+once by ``(band, bucket)``, each bucket's members are gathered into one sorted
+array, and the pairs are generated from that array with native higher-order
+functions.  That is the same result as ``rows JOIN rows ON (band, bucket) AND
+a.id < b.id`` with one shuffle instead of two, and it sees each bucket's size,
+which is what bounds the work:
+
+* singleton buckets produce nothing and are dropped;
+* within a bucket, exact duplicates (same ``text_hash``) collapse to their
+  smallest id first, because their pairs are already known (Jaccard 1);
+* a bucket with more than ``max_bucket_size`` members (boilerplate, templates)
+  produces star edges from its smallest id to every other member, ``n - 1``
+  pairs instead of ``n (n - 1) / 2``.  Members of such a family still end in one
+  cluster when they are near-duplicates of the smallest id, and the report says
+  how many buckets were bounded and how large they were.
+
+Example
+-------
+>>> pairs, buckets = candidate_pairs(rows, max_bucket_size=1000)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+
+def bucket_members(band_rows: DataFrame) -> DataFrame:
+    """``(id, band, bucket, text_hash) -> (band, bucket, ids, size)`` for buckets of 2+.
+
+    ``ids`` is sorted ascending and holds one id per distinct ``text_hash``.
+    """
+    collapsed = (
+        band_rows.repartition("band", "bucket")
+        .groupBy("band", "bucket", "text_hash")
+        .agg(F.min("id").alias("id"))
+    )
+    return (
+        collapsed.groupBy("band", "bucket")
+        .agg(F.array_sort(F.collect_list("id")).alias("ids"))
+        .withColumn("size", F.size("ids"))
+        .filter(F.col("size") > 1)
+    )
+
+
+def _bucket_pairs(ids, size, max_bucket_size: int):
+    pair = lambda a, b: F.struct(a.alias("id_a"), b.alias("id_b"))  # noqa: E731
+    first = F.element_at(ids, 1)
+    star = F.transform(F.slice(ids, 2, size - 1), lambda y: pair(first, y))
+    all_pairs = F.flatten(
+        F.transform(
+            F.sequence(F.lit(1), size - 1),
+            lambda i: F.transform(
+                F.slice(ids, i + 1, size - i), lambda y: pair(F.element_at(ids, i), y)
+            ),
+        )
+    )
+    return F.when(size > max_bucket_size, star).otherwise(all_pairs)
+
+
+def candidate_pairs(buckets: DataFrame, max_bucket_size: int) -> DataFrame:
+    """``(band, bucket, ids, size) -> (id_a, id_b)``: distinct pairs, ``id_a < id_b``."""
+    return (
+        buckets.select(
+            F.explode(_bucket_pairs(F.col("ids"), F.col("size"), max_bucket_size)).alias("p")
+        )
+        .select("p.id_a", "p.id_b")
+        .distinct()
+    )
+
+
+def bucket_summary(buckets: DataFrame, max_bucket_size: int, top: int = 10) -> dict[str, Any]:
+    """Counts for the report: shared buckets, bounded buckets, pairs generated.
+
+    Collects one aggregate row and at most ``top`` bucket rows.
+    """
+    size = F.col("size").cast("long")
+    bounded = size > max_bucket_size
+    row = buckets.agg(
+        F.count(F.lit(1)).alias("shared_buckets"),
+        F.sum(F.when(bounded, 1).otherwise(0)).alias("bounded_buckets"),
+        F.max(size).alias("max_bucket_size_seen"),
+        F.sum(F.when(bounded, size - 1).otherwise(size * (size - 1) / 2)).alias("pairs_generated"),
+        F.sum(F.when(bounded, size * (size - 1) / 2).otherwise(0)).alias("pairs_avoided"),
+    ).first()
+    largest = (
+        buckets.filter(bounded)
+        .orderBy(F.col("size").desc(), "band", "bucket")
+        .select("band", "bucket", "size", F.element_at("ids", 1).alias("star_center"))
+        .limit(top)
+        .collect()
+    )
+    return {
+        "shared_buckets": int(row["shared_buckets"] or 0),
+        "bounded_buckets": int(row["bounded_buckets"] or 0),
+        "bounding": f"star edges to the smallest id in buckets above {max_bucket_size} members",
+        "max_bucket_size_seen": int(row["max_bucket_size_seen"] or 0),
+        "pairs_generated_before_distinct": int(row["pairs_generated"] or 0),
+        "pairs_avoided_by_bounding": int(row["pairs_avoided"] or 0),
+        "largest_bounded_buckets": [
+            {"band": r["band"], "bucket": r["bucket"], "size": r["size"],
+             "star_center": r["star_center"]}
+            for r in largest
+        ],
+    }
+
+
+def exact_duplicate_pairs(docs: DataFrame) -> DataFrame:
+    """``(id, text_hash) -> (id_a, id_b, jaccard=1.0)``: star edges to each group's smallest id."""
+    rep = docs.groupBy("text_hash").agg(F.min("id").alias("id_a"))
+    return (
+        docs.join(rep, "text_hash")
+        .filter(F.col("id") != F.col("id_a"))
+        .select("id_a", F.col("id").alias("id_b"), F.lit(1.0).alias("jaccard"))
+    )

@@ -1,0 +1,134 @@
+"""Command-line parsing shared by the jobs in ``jobs/``.
+
+Flags mirror :class:`lsh_spark.config.DedupConfig` keys; ``--config FILE`` reads
+the same keys from YAML and flags given on the command line win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from lsh_spark.config import (
+    FORMATS,
+    KEEP_POLICIES,
+    SHINGLE_KINDS,
+    TEXT_UNITS,
+    ConfigError,
+    DedupConfig,
+    load_yaml,
+)
+
+_HELP = {
+    "format": f"input format, one of {', '.join(FORMATS)} (default: from the file "
+              "extensions; .gz and other codecs are read transparently)",
+    "id_col": "column holding a unique document id (default: id; when the input has no "
+              "such column a deterministic id is derived from file name and content)",
+    "text_col": "column holding the document text (default: text)",
+    "text_unit": "for --format text: one document per 'line' (default) or per 'file'",
+    "threshold": "Jaccard similarity at or above which two documents are duplicates, "
+                 "in (0, 1] (default: 0.8)",
+    "num_perm": "MinHash permutations per signature, 1..4096 (default: 128)",
+    "bands": "LSH bands b (default: chosen so a pair at the threshold becomes a "
+             "candidate with probability >= --target-recall at the least cost)",
+    "rows": "rows per band r; bands x rows must be <= --num-perm (default: with --bands)",
+    "target_recall": "candidate probability at the threshold used to choose b and r "
+                     "(default: 0.99)",
+    "shingle": "shingle kind: 'word' k-grams (default) or 'char' k-grams (short texts, "
+               "scripts without spaces)",
+    "k": "shingle length in words or characters (default: 5)",
+    "seed": "seed of the shingle hashes and MinHash permutations, 0..2^31-1 (default: 1); "
+            "same seed, same signatures on every machine",
+    "keep": "which member of a duplicate cluster is kept: 'min-id' (default) or 'longest'",
+    "max_bucket_size": "buckets with more members get star edges to their smallest id "
+                       "instead of all pairs (default: 1000)",
+    "max_text_chars": "documents longer than this many characters are rejected "
+                      "(default: 20000000)",
+    "max_cc_iterations": "round limit of the connected-components loop (default: 64)",
+    "checkpoint_dir": "reliable checkpoint directory for clustering (default: a "
+                      "temporary folder inside the output, removed at the end)",
+}
+
+_TYPES = {
+    "format": dict(choices=FORMATS), "text_unit": dict(choices=TEXT_UNITS),
+    "shingle": dict(choices=SHINGLE_KINDS), "keep": dict(choices=KEEP_POLICIES),
+    "threshold": dict(type=float), "target_recall": dict(type=float),
+    "num_perm": dict(type=int), "bands": dict(type=int), "rows": dict(type=int),
+    "k": dict(type=int), "seed": dict(type=int), "max_bucket_size": dict(type=int),
+    "max_text_chars": dict(type=int), "max_cc_iterations": dict(type=int),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit code 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser(prog: str, description: str, need_input: bool = True) -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description=description)
+    if need_input:
+        parser.add_argument("--input", required=True,
+                            help="input file or directory (local path, hdfs://, s3a://, ...)")
+    parser.add_argument("--output", required=True, help="output directory")
+    parser.add_argument("--config", help="YAML file whose keys are these flags without "
+                                         "the dashes (see conf/); flags given here win")
+    for key in DedupConfig.keys():
+        flag = "--" + key.replace("_", "-")
+        parser.add_argument(flag, dest=key, default=argparse.SUPPRESS, help=_HELP[key],
+                            **_TYPES.get(key, {}))
+    return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None
+          ) -> tuple[argparse.Namespace, DedupConfig]:
+    """Parse flags, merge with ``--config``, validate. Exits with one line on error."""
+    args = parser.parse_args(argv)
+    values: dict[str, Any] = {}
+    try:
+        if args.config:
+            values.update(load_yaml(args.config))
+        values.update({k: getattr(args, k) for k in DedupConfig.keys() if hasattr(args, k)})
+        cfg = DedupConfig.from_mapping(values, source=args.config or "flags")
+    except ConfigError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    return args, cfg
+
+
+def fail(prog: str, exc: Exception) -> None:
+    """Print a one-line error for a known user error and exit 2."""
+    sys.stderr.write(f"{prog}: error: {exc}\n")
+    sys.exit(2)
+
+
+def run_stage(name: str, description: str, stage, needs_input: bool, requires: tuple,
+              argv=None) -> int:
+    """Main of a per-stage job: parse flags, check earlier stages, run, merge the report."""
+    from lsh_spark.io import InputError, StagewiseOutput
+    from lsh_spark.pipeline import merge_reports, report_header
+    from lsh_spark.session import build_session
+    parser = build_parser(f"{name}.py", description, need_input=needs_input)
+    args, cfg = parse(parser, argv)
+    spark = build_session(f"lsh-spark {name}")
+    try:
+        out = StagewiseOutput(spark, args.output)
+        for dataset, job in requires:
+            out.require(dataset, job)
+        spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
+        section = stage(spark, args.input, out, cfg) if needs_input else stage(spark, out, cfg)
+        old = out.read_json("report.json")
+        if old.get("parameters") not in (None, cfg.to_dict()):
+            sys.stderr.write(f"{name}.py: warning: parameters differ from the earlier stages "
+                             "recorded in report.json\n")
+        report = merge_reports(old, report_header(getattr(args, "input", old.get("input_path")), cfg),
+                               section)
+        out.write_json("report.json", report)
+        out.commit()
+        out.fs.delete(out.path("_checkpoints"))
+    except (ConfigError, InputError) as exc:
+        fail(f"{name}.py", exc)
+    finally:
+        spark.stop()
+    print(json.dumps({"stage": name, "output": args.output, **section.get("counts", {})}))
+    return 0

@@ -1,0 +1,166 @@
+"""MinHash signatures, vectorized with numpy over Arrow record batches.
+
+Permutation ``i`` is ``h_i(x) = (a_i * x + b_i) mod p`` with the Mersenne prime
+``p = 2**31 - 1``, ``1 <= a_i < p``, ``0 <= b_i < p`` and ``x`` the 64-bit shingle
+hash reduced mod ``p``.  All operands are below ``2**31``, so ``a_i * x + b_i``
+is below ``2**62`` and the arithmetic in ``uint64`` is exact: there is no
+wrap-around anywhere.  Signature values lie in ``[0, p)`` and are stored as
+``int32``.  (Reducing shingle hashes to 31 bits only for MinHash makes two
+different shingles collide with probability ``2**-31``; verification uses the
+full 64-bit hashes.)
+
+``a_i`` and ``b_i`` come from SplitMix64 of the configured seed, pure integer
+arithmetic that never changes between numpy versions or machines, so the same
+seed gives the same signatures everywhere.
+
+The kernel works on a flat array of all shingles in a batch: it evaluates all
+permutations on chunks of ``CHUNK_ELEMENTS / num_perm`` shingles at a time (a
+bounded working set whatever the document sizes), then takes per-document
+minima with ``np.minimum.reduceat`` over the Arrow list offsets.
+
+Example
+-------
+>>> a, b = permutation_params(128, seed=1)
+>>> sig = minhash_flat(np.array([1, 2, 3, 2, 3, 4], dtype=np.uint64),
+...                    np.array([0, 3, 6]), a, b)
+>>> sig.shape
+(2, 128)
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+MERSENNE_31 = np.uint64((1 << 31) - 1)
+_P = (1 << 31) - 1
+_MASK64 = (1 << 64) - 1
+# Working set per chunk: CHUNK_ELEMENTS uint64 values (8 MiB).
+CHUNK_ELEMENTS = 1 << 20
+
+
+def _splitmix64(state: int) -> tuple[int, int]:
+    """One SplitMix64 step (Steele, Lea, Flood 2014): returns (new_state, output)."""
+    state = (state + 0x9E3779B97F4A7C15) & _MASK64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return state, z ^ (z >> 31)
+
+
+def permutation_params(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(a, b)``: ``uint64`` arrays of ``num_perm`` coefficients below ``2**31 - 1``."""
+    state = seed & _MASK64
+    a = np.empty(num_perm, dtype=np.uint64)
+    b = np.empty(num_perm, dtype=np.uint64)
+    for i in range(num_perm):
+        state, za = _splitmix64(state)
+        state, zb = _splitmix64(state)
+        a[i] = 1 + za % (_P - 1)
+        b[i] = zb % _P
+    return a, b
+
+
+def _mod_mersenne31(y: np.ndarray) -> np.ndarray:
+    """Exact ``y mod (2**31 - 1)`` for ``uint64`` values below ``2**63``, in place."""
+    p = MERSENNE_31
+    tmp = y >> np.uint64(31)
+    y &= p
+    y += tmp                      # < 2**31 + 2**32
+    np.right_shift(y, np.uint64(31), out=tmp)
+    y &= p
+    y += tmp                      # < 2**31 + 3
+    y -= p * (y >= p)             # final conditional subtraction
+    return y
+
+
+def minhash_flat(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray
+                 ) -> np.ndarray:
+    """MinHash signatures of documents given as one flat array of shingle hashes.
+
+    Parameters
+    ----------
+    values : uint64 array of all shingle hashes, document after document.
+    offsets : int array of ``n_docs + 1`` boundaries into ``values``; every
+        document must have at least one shingle.
+    a, b : permutation coefficients from :func:`permutation_params`.
+
+    Returns
+    -------
+    ``(n_docs, num_perm)`` uint64 array, values in ``[0, 2**31 - 1)``.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n_docs = len(offsets) - 1
+    num_perm = len(a)
+    if n_docs and np.any(np.diff(offsets) <= 0):
+        raise ValueError("every document needs at least one shingle")
+    sig = np.full((n_docs, num_perm), MERSENNE_31, dtype=np.uint64)
+    if n_docs == 0:
+        return sig
+    x_all = values.astype(np.uint64, copy=False) % MERSENNE_31
+    n = len(x_all)
+    chunk = max(1, CHUNK_ELEMENTS // num_perm)
+    a_row = a[None, :]
+    b_row = b[None, :]
+    for start in range(0, n, chunk):
+        end = min(start + chunk, n)
+        h = x_all[start:end, None] * a_row
+        h += b_row
+        _mod_mersenne31(h)
+        # Documents overlapping [start, end): d0 .. d1-1.
+        d0 = int(np.searchsorted(offsets, start, side="right")) - 1
+        d1 = int(np.searchsorted(offsets, end, side="left"))
+        starts = np.clip(offsets[d0:d1], start, end) - start
+        np.minimum(sig[d0:d1], np.minimum.reduceat(h, starts, axis=0), out=sig[d0:d1])
+    return sig
+
+
+def _signature_batch(batch: pa.RecordBatch, a: np.ndarray, b: np.ndarray) -> pa.RecordBatch:
+    shingles = batch.column(batch.schema.get_field_index("shingles"))
+    lengths = pc.list_value_length(shingles).fill_null(0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = pc.list_flatten(shingles).to_numpy(zero_copy_only=False).view(np.uint64)
+    sig = minhash_flat(values, offsets, a, b).astype(np.int32)
+    num_perm = len(a)
+    sig_arr = pa.ListArray.from_arrays(
+        pa.array(np.arange(0, (len(lengths) + 1) * num_perm, num_perm, dtype=np.int32)),
+        pa.array(sig.ravel()),
+    )
+    cols, names = [], []
+    for name, col in zip(batch.schema.names, batch.columns):
+        if name == "shingles":
+            cols += [sig_arr, pa.array(lengths.astype(np.int32))]
+            names += ["signature", "num_shingles"]
+        else:
+            cols.append(col)
+            names.append(name)
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def minhash(df: DataFrame, num_perm: int, seed: int) -> DataFrame:
+    """``(..., shingles, ...) -> (..., signature, num_shingles, ...)``.
+
+    ``shingles`` (non-empty ``array<bigint>``) is replaced by ``signature``
+    (``array<int>`` of length ``num_perm``) and ``num_shingles`` (``int``); all
+    other columns pass through unchanged.
+    """
+    a, b = permutation_params(num_perm, seed)
+    fields = []
+    for f in df.schema.fields:
+        if f.name == "shingles":
+            fields.append(T.StructField("signature", T.ArrayType(T.IntegerType(), False), False))
+            fields.append(T.StructField("num_shingles", T.IntegerType(), False))
+        else:
+            fields.append(f)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield _signature_batch(batch, a, b)
+
+    return df.mapInArrow(run, T.StructType(fields))

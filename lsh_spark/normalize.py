@@ -1,0 +1,111 @@
+"""Text normalization and input validation (which records go to ``rejects/``).
+
+Normalization is Unicode NFKC, then case folding, then every run of characters
+that are not letters, digits or combining marks collapsed to one space, trimmed.
+It runs on whole Arrow arrays with pyarrow's compute kernels (utf8proc and RE2
+in C++), never a Python loop per document.
+
+Case folding: pyarrow offers the Unicode lowercase mapping; the few characters
+whose *full* case folding differs after NFKC and lowercasing (``ß`` -> ``ss``,
+final sigma ``ς`` -> ``σ``) are mapped explicitly, which makes the result equal
+to Python's ``str.casefold`` on the texts we test (see tests/test_normalize.py).
+
+Example
+-------
+>>> normalize_array(pa.array(["Straße, ＡＢＣ!!"])).to_pylist()  # doctest: +SKIP
+['strasse abc']
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+# Full case folding that differs from lowercase after NFKC (CaseFolding.txt, status F/C).
+_CASEFOLD_EXTRA = (("ß", "ss"), ("ς", "σ"), ("ẞ", "ss"))
+# Letters, numbers and combining marks are text; everything else separates words.
+_SEPARATORS = r"[^\p{L}\p{N}\p{M}]+"
+# Control characters (other than tab/newline/CR/FF) and U+FFFD mark bytes that were not text.
+_BINARY_CHARS = "[\\x00-\\x08\\x0B\\x0E-\\x1F\\x7F\\uFFFD]"
+BINARY_SHARE = 0.05
+
+
+def normalize_array(arr: pa.Array) -> pa.Array:
+    """Normalize an Arrow string array (nulls stay null)."""
+    arr = pc.utf8_normalize(arr, form="NFKC")
+    arr = pc.utf8_lower(arr)
+    for src, dst in _CASEFOLD_EXTRA:
+        arr = pc.replace_substring(arr, src, dst)
+    arr = pc.replace_substring_regex(arr, _SEPARATORS, " ")
+    return pc.utf8_trim(arr, " ")
+
+
+@F.pandas_udf(T.StringType())
+def _normalize_udf(texts: pd.Series) -> pd.Series:
+    arr = pa.array(texts, type=pa.large_string(), from_pandas=True)
+    return normalize_array(arr).to_pandas()
+
+
+def normalize_col(text: Column) -> Column:
+    """Column expression for the normalized text (vectorized over Arrow batches)."""
+    return _normalize_udf(text)
+
+
+def reject_reason(text: Column, max_chars: int) -> Column:
+    """Why a raw text cannot be processed, or null when it can.
+
+    Checks run cheapest first and before normalization, so a 5 GB blob or a
+    binary file never reaches the Python workers.
+    """
+    n = F.length(text)
+    binary = F.length(F.regexp_replace(text, "[^" + _BINARY_CHARS[1:], "")) / n
+    return (
+        F.when(text.isNull(), F.lit("missing_text: text field is null or absent"))
+        .when(n == 0, F.lit("empty_text: text is the empty string"))
+        .when(F.length(F.regexp_replace(text, r"[\s\p{Z}\u0085\u200B\uFEFF]+", "")) == 0,
+              F.lit("whitespace_only_text: text holds only white space"))
+        .when(n > max_chars, F.format_string(
+            "too_large: %d characters > max_text_chars %d", n, F.lit(max_chars)))
+        .when(binary > BINARY_SHARE, F.format_string(
+            "binary_content: %.0f%% of characters are control or undecodable bytes",
+            binary * 100))
+    )
+
+
+def prepare_documents(df: DataFrame, text_col: str, max_chars: int) -> tuple[DataFrame, DataFrame]:
+    """Split ``(id, text_col, [reject_reason])`` into accepted documents and rejects.
+
+    Returns
+    -------
+    docs : DataFrame
+        ``id``, ``text_len`` (characters of the raw text), ``norm`` (normalized text,
+        never empty).
+    rejects : DataFrame
+        ``id``, ``reason`` for every record that cannot be processed.
+
+    A pre-existing ``reject_reason`` column (from the reader: unparseable lines,
+    null ids) takes precedence over the text checks.
+    """
+    reason = reject_reason(F.col(text_col), max_chars)
+    if "reject_reason" in df.columns:
+        reason = F.coalesce(F.col("reject_reason"), reason)
+    staged = df.select("id", F.col(text_col).alias("_text"), reason.alias("_reason"))
+    normed = staged.filter(F.col("_reason").isNull()).select(
+        "id", F.length("_text").alias("text_len"), normalize_col(F.col("_text")).alias("norm")
+    )
+    empty_norm = F.col("norm") == ""
+    docs = normed.filter(~empty_norm)
+    rejects = staged.filter(F.col("_reason").isNotNull()).select(
+        "id", F.col("_reason").alias("reason")
+    ).unionByName(
+        normed.filter(empty_norm).select(
+            "id",
+            F.lit("no_text_content: no letters or digits left after normalization").alias(
+                "reason"),
+        )
+    )
+    return docs, rejects

@@ -1,0 +1,256 @@
+"""The dedup pipeline as four restartable stages, and the run that chains them.
+
+Each stage reads what the previous one wrote (Parquet under ``--output``) and
+the input corpus where it needs text, so a failed stage re-runs alone
+(``jobs/signatures.py`` ... ``jobs/cluster.py``); ``jobs/dedup.py`` runs all
+four into one staged directory that appears under its real name only when the
+whole run succeeded.  The stages here only compose the pure DataFrame
+functions of the other modules and time them; all I/O goes through
+:mod:`lsh_spark.io`.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Protocol
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lsh_spark import __version__
+from lsh_spark.banding import candidate_probability, explode_bands, s_curve
+from lsh_spark.candidates import (
+    bucket_members,
+    bucket_summary,
+    candidate_pairs,
+    exact_duplicate_pairs,
+)
+from lsh_spark.cluster import apply_keep_policy, connected_components
+from lsh_spark.config import DedupConfig
+from lsh_spark.io import StagedOutput, check_unique_ids, read_corpus
+from lsh_spark.minhash import minhash
+from lsh_spark.normalize import prepare_documents
+from lsh_spark.shingle import add_shingles, text_hash
+
+
+class Output(Protocol):
+    def path(self, name: str) -> str: ...
+    def write(self, df: DataFrame, name: str) -> None: ...
+
+
+class Timer:
+    """Wall-clock seconds per named stage, for the report."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(time.perf_counter() - start, 3)
+
+
+def _read(spark: SparkSession, out: Output, name: str) -> DataFrame:
+    return spark.read.parquet(out.path(name))
+
+
+def _restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame:
+    """Give the user's id column its own name back in ``deduped/``."""
+    if derived or cfg.id_col == "id":
+        return df
+    df = df.withColumnRenamed("id", cfg.id_col)
+    return df.withColumnRenamed("_input_id", "id") if "_input_id" in df.columns else df
+
+
+def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
+                     ) -> dict[str, Any]:
+    """Read, validate, normalize, shingle, MinHash: writes ``signatures/`` and ``rejects/``."""
+    timer = Timer()
+    with timer("read_and_check_ids"):
+        raw, facts = read_corpus(spark, input_path, cfg)
+        check_unique_ids(raw)
+    with timer("signatures"):
+        docs, rejects = prepare_documents(raw, cfg.text_col, cfg.max_text_chars)
+        docs = docs.withColumn("text_hash", text_hash(F.col("norm"), cfg.seed))
+        shingled = add_shingles(docs, cfg.shingle, cfg.shingle_k, cfg.seed)
+        sigs = minhash(
+            shingled.select("id", "shingles", "text_hash", "text_len"), cfg.num_perm, cfg.seed
+        )
+        out.write(sigs, "signatures")
+        out.write(rejects, "rejects")
+    sigs = _read(spark, out, "signatures")
+    rejects = _read(spark, out, "rejects")
+    accepted, rejected = sigs.count(), rejects.count()
+    by_reason = {
+        r["code"]: r["n"]
+        for r in rejects.groupBy(F.split("reason", ":").getItem(0).alias("code"))
+        .agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    return {
+        "input": dict(facts, records=accepted + rejected),
+        "counts": {"input_records": accepted + rejected, "accepted": accepted,
+                   "rejected": rejected},
+        "rejects_by_reason": by_reason,
+        "seconds": timer.seconds,
+    }
+
+
+def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str, Any]:
+    """Band keys and bucket grouping: writes ``candidates/``."""
+    timer = Timer()
+    b, r = cfg.band_params()
+    sigs = _read(spark, out, "signatures")
+    with timer("candidates"):
+        rows = explode_bands(sigs, b, r, "text_hash")
+        buckets = bucket_members(rows).persist()
+        try:
+            out.write(candidate_pairs(buckets, cfg.max_bucket_size), "candidates")
+            summary = bucket_summary(buckets, cfg.max_bucket_size)
+        finally:
+            buckets.unpersist()
+    n_cands = _read(spark, out, "candidates").count()
+    return {
+        "banding": {
+            "bands": b, "rows": r, "num_perm": cfg.num_perm,
+            "chosen_by": "user" if cfg.bands or cfg.rows else
+            f"recall-biased default: P(threshold) >= {cfg.target_recall}",
+            "candidate_probability_at_threshold": candidate_probability(cfg.threshold, b, r),
+            "s_curve": s_curve(b, r),
+        },
+        "buckets": summary,
+        "counts": {"band_rows": sigs.count() * b, "candidate_pairs": n_cands},
+        "seconds": timer.seconds,
+    }
+
+
+def _docs_for(spark: SparkSession, input_path: str, cfg: DedupConfig, ids: DataFrame
+              ) -> DataFrame:
+    """Re-read the input and prepare only the documents whose id is in ``ids``."""
+    raw, _ = read_corpus(spark, input_path, cfg)
+    wanted = raw.join(ids, "id", "left_semi")
+    docs, _ = prepare_documents(wanted, cfg.text_col, cfg.max_text_chars)
+    return docs
+
+
+def stage_verify(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
+                 ) -> dict[str, Any]:
+    """Exact Jaccard of every candidate, plus exact-duplicate edges: writes ``pairs/``."""
+    from lsh_spark.verify import verify_pairs
+
+    timer = Timer()
+    cands = _read(spark, out, "candidates")
+    sigs = _read(spark, out, "signatures")
+    with timer("verify"):
+        ids = cands.select(F.col("id_a").alias("id")).union(cands.select(F.col("id_b")))
+        docs = _docs_for(spark, input_path, cfg, ids.distinct())
+        shingles = add_shingles(docs, cfg.shingle, cfg.shingle_k, cfg.seed)
+        near = verify_pairs(cands, shingles, cfg.threshold)
+        exact = exact_duplicate_pairs(sigs.select("id", "text_hash"))
+        out.write(near.unionByName(exact), "pairs")
+    pairs = _read(spark, out, "pairs")
+    row = pairs.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.when(F.col("jaccard") >= 1.0, 1).otherwise(0)).alias("exact"),
+    ).first()
+    hist = [
+        {"from": round(r["bin"] / 20, 2), "pairs": r["n"]}
+        for r in pairs.groupBy(F.least(F.floor(F.col("jaccard") * 20), F.lit(19)).alias("bin"))
+        .agg(F.count(F.lit(1)).alias("n")).orderBy("bin").collect()
+    ]
+    return {
+        "counts": {"verified_pairs": row["n"], "pairs_with_jaccard_1": int(row["exact"] or 0)},
+        "jaccard_histogram": hist,
+        "seconds": timer.seconds,
+    }
+
+
+def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
+                  ) -> dict[str, Any]:
+    """Connected components and the keep policy: writes ``clusters/`` and ``deduped/``."""
+    timer = Timer()
+    pairs = _read(spark, out, "pairs")
+    sigs = _read(spark, out, "signatures")
+    with timer("cluster"):
+        clusters = connected_components(pairs, sigs.select("id"), cfg.max_cc_iterations)
+        clusters = apply_keep_policy(clusters, sigs.select("id", "text_len"), cfg.keep)
+        out.write(clusters, "clusters")
+    clusters = _read(spark, out, "clusters")
+    with timer("deduped"):
+        raw, facts = read_corpus(spark, input_path, cfg)
+        kept = clusters.filter("keep").select("id", "cluster_size")
+        deduped = raw.join(kept, "id").drop("reject_reason")
+        out.write(_restore_id_col(deduped, cfg, facts["derived_ids"]), "deduped")
+    row = clusters.agg(
+        F.count(F.lit(1)).alias("docs"),
+        F.countDistinct("cluster_id").alias("clusters"),
+        F.sum(F.when(F.col("cluster_size") > 1, 1).otherwise(0)).alias("in_dup"),
+        F.sum(F.when(F.col("keep"), 1).otherwise(0)).alias("kept"),
+        F.max("cluster_size").alias("largest"),
+    ).first()
+    dup_clusters = clusters.filter((F.col("cluster_size") > 1) & F.col("keep")).count()
+    sizes = [
+        {"cluster_size": r["cluster_size"], "clusters": r["n"]}
+        for r in clusters.filter("keep").groupBy("cluster_size")
+        .agg(F.count(F.lit(1)).alias("n")).orderBy("cluster_size").limit(50).collect()
+    ]
+    return {
+        "counts": {
+            "clustered_documents": row["docs"], "clusters": row["clusters"],
+            "duplicate_clusters": dup_clusters, "documents_in_duplicate_clusters": row["in_dup"],
+            "largest_cluster": row["largest"], "deduped_documents": row["kept"],
+            "removed_documents": row["docs"] - row["kept"],
+        },
+        "cluster_size_histogram": sizes,
+        "seconds": timer.seconds,
+    }
+
+
+def merge_reports(*sections: dict[str, Any]) -> dict[str, Any]:
+    """Merge stage sections: dict values are merged key by key, others replaced."""
+    merged: dict[str, Any] = {}
+    for section in sections:
+        for key, value in section.items():
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+    return merged
+
+
+def report_header(input_path: str, cfg: DedupConfig) -> dict[str, Any]:
+    return {"lsh_spark_version": __version__, "input_path": input_path,
+            "parameters": cfg.to_dict()}
+
+
+def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfig,
+              overwrite: bool = False) -> dict[str, Any]:
+    """Run every stage into ``output`` atomically and return the report."""
+    out = StagedOutput(spark, output, overwrite)
+    started = time.perf_counter()
+    try:
+        spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
+        report = merge_reports(
+            report_header(input_path, cfg),
+            stage_signatures(spark, input_path, out, cfg),
+            stage_candidates(spark, out, cfg),
+            stage_verify(spark, input_path, out, cfg),
+            stage_cluster(spark, input_path, out, cfg),
+        )
+        report["seconds"]["total"] = round(time.perf_counter() - started, 3)
+        counts = report["counts"]
+        if counts["clustered_documents"] + counts["rejected"] != counts["input_records"]:
+            raise RuntimeError(
+                "accounting error: clusters + rejects != input records "
+                f"({counts['clustered_documents']} + {counts['rejected']} != "
+                f"{counts['input_records']})")
+        out.fs.delete(out.path("_checkpoints"))
+        out.write_json("report.json", report)
+        out.commit()
+    except BaseException:
+        out.abort()
+        raise
+    return report
