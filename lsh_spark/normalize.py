@@ -1,14 +1,12 @@
 """Text normalization and input validation (which records go to ``rejects/``).
 
-Normalization is Unicode NFKC, then case folding, then every run of characters
+Normalization is Unicode NFKC, then case folding, then NFKC again (the
+composition Unicode calls NFKC_Casefold, up to ignorable characters), then every run of characters
 that are not letters, digits or combining marks collapsed to one space, trimmed.
-It runs on whole Arrow arrays with pyarrow's compute kernels (utf8proc and RE2
-in C++), never a Python loop per document.
-
-Case folding: pyarrow offers the Unicode lowercase mapping; the few characters
-whose *full* case folding differs after NFKC and lowercasing (``ß`` -> ``ss``,
-final sigma ``ς`` -> ``σ``) are mapped explicitly, which makes the result equal
-to Python's ``str.casefold`` on the texts we test (see tests/test_normalize.py).
+It runs once per Arrow batch of documents (a pandas UDF): NFKC and case folding
+through Python's ``unicodedata``/``str.casefold`` (one C call per document,
+never per character or shingle), the separator regex and trimming as Arrow
+compute kernels (RE2) over the whole batch.
 
 Example
 -------
@@ -25,8 +23,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-# Full case folding that differs from lowercase after NFKC (CaseFolding.txt, status F/C).
-_CASEFOLD_EXTRA = (("ß", "ss"), ("ς", "σ"), ("ẞ", "ss"))
 # Letters, numbers and combining marks are text; everything else separates words.
 _SEPARATORS = r"[^\p{L}\p{N}\p{M}]+"
 # Control characters (other than tab/newline/CR/FF) and U+FFFD mark bytes that were not text.
@@ -36,18 +32,20 @@ BINARY_SHARE = 0.05
 
 def normalize_array(arr: pa.Array) -> pa.Array:
     """Normalize an Arrow string array (nulls stay null)."""
-    arr = pc.utf8_normalize(arr, form="NFKC")
-    arr = pc.utf8_lower(arr)
-    for src, dst in _CASEFOLD_EXTRA:
-        arr = pc.replace_substring(arr, src, dst)
-    arr = pc.replace_substring_regex(arr, _SEPARATORS, " ")
-    return pc.utf8_trim(arr, " ")
+    texts = arr.to_pandas() if isinstance(arr, (pa.Array, pa.ChunkedArray)) else arr
+    # pyarrow's utf8_normalize does not compose (NFC of "e\u0301" stays
+    # decomposed in pyarrow 21), so NFKC and full case folding use Python's
+    # unicodedata through pandas' per-string C calls; the regex and trim
+    # passes run as Arrow kernels (RE2) over the whole batch.
+    folded = texts.str.normalize("NFKC").str.casefold().str.normalize("NFKC")
+    out = pa.array(folded, type=pa.large_string(), from_pandas=True)
+    out = pc.replace_substring_regex(out, _SEPARATORS, " ")
+    return pc.utf8_trim(out, " ")
 
 
 @F.pandas_udf(T.StringType())
 def _normalize_udf(texts: pd.Series) -> pd.Series:
-    arr = pa.array(texts, type=pa.large_string(), from_pandas=True)
-    return normalize_array(arr).to_pandas()
+    return normalize_array(texts).to_pandas()
 
 
 def normalize_col(text: Column) -> Column:

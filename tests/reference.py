@@ -1,0 +1,28 @@
+"""Pure-Python reference (test oracle) for normalization, shingles and Jaccard.
+
+Written independently of the Spark code with the standard library only, so the
+end-to-end tests compare the pipeline against a second implementation.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+
+def normalize(text: str) -> str:
+    text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    # Keep letters, digits and combining marks; everything else separates words.
+    kept = "".join(ch if unicodedata.category(ch)[0] in "LNM" else " " for ch in text)
+    return re.sub(r" +", " ", kept).strip()
+
+
+def word_shingles(text: str, k: int = 5) -> set[str]:
+    tokens = normalize(text).split(" ")
+    if len(tokens) < k:
+        return {" ".join(tokens)}
+    return {" ".join(tokens[i:i + k]) for i in range(len(tokens) - k + 1)}
+
+
+def jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0

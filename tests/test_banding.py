@@ -1,0 +1,77 @@
+import numpy as np
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lsh_spark.banding import (
+    band_keys,
+    candidate_probability,
+    choose_bands,
+    explode_bands,
+    s_curve,
+)
+from lsh_spark.minhash import minhash_flat, permutation_params
+
+
+@pytest.mark.parametrize("s, b, r", [(0.8, 16, 6), (0.5, 20, 5), (0.9, 1, 1), (0.3, 50, 2)])
+def test_probability_matches_formula(s, b, r):
+    assert candidate_probability(s, b, r) == pytest.approx(1 - (1 - s**r) ** b)
+
+
+@pytest.mark.parametrize("t, n", [(0.5, 128), (0.7, 128), (0.8, 128), (0.9, 256), (0.8, 64)])
+def test_choice_reaches_target_and_is_cheapest(t, n):
+    b, r = choose_bands(t, n, 0.99)
+    assert b * r <= n
+    assert candidate_probability(t, b, r) >= 0.99
+    # No feasible choice with more rows per band (fewer false positives) fits.
+    for r2 in range(r + 1, n + 1):
+        assert candidate_probability(t, n // r2, r2) < 0.99
+
+
+def test_s_curve_is_monotone_and_spans_0_to_1():
+    pts = s_curve(16, 6)
+    ps = [p["p"] for p in pts]
+    assert ps[0] == 0.0 and ps[-1] == 1.0
+    assert all(a <= b for a, b in zip(ps, ps[1:]))
+
+
+def test_measured_candidate_rate_matches_theory():
+    """Signatures of random set pairs at known Jaccard share a band at the S-curve rate."""
+    rng = np.random.default_rng(7)
+    a, b_ = permutation_params(24, seed=3)
+    bands, rows = 6, 4
+    for s_target in (0.3, 0.6, 0.8):
+        hits, trials = 0, 400
+        for _ in range(trials):
+            common = rng.integers(0, 2**62, size=int(200 * s_target), dtype=np.uint64)
+            only_a = rng.integers(0, 2**62, size=int(100 * (1 - s_target)), dtype=np.uint64)
+            only_b = rng.integers(0, 2**62, size=int(100 * (1 - s_target)), dtype=np.uint64)
+            sa = np.concatenate([common, only_a])
+            sb = np.concatenate([common, only_b])
+            true_j = len(common) / (len(common) + len(only_a) + len(only_b))
+            sig = minhash_flat(np.concatenate([sa, sb]), [0, len(sa), len(sa) + len(sb)], a, b_)
+            same = (sig[0] == sig[1]).reshape(bands, rows).all(axis=1).any()
+            hits += bool(same)
+        expected = candidate_probability(true_j, bands, rows)
+        # Binomial standard error at 400 trials is at most 0.025; allow 4 sigma.
+        assert abs(hits / trials - expected) < 0.1, (s_target, hits / trials, expected)
+
+
+def test_explode_bands_rows_and_keys(spark):
+    schema = T.StructType([
+        T.StructField("id", T.StringType()),
+        T.StructField("signature", T.ArrayType(T.IntegerType())),
+    ])
+    sig1 = list(range(12))
+    sig2 = list(range(6)) + [99] * 6   # shares band 0 with sig1 (rows 0..5), not band 1
+    df = spark.createDataFrame([("a", sig1), ("b", sig2)], schema)
+    rows = explode_bands(df, 2, 6).collect()
+    assert sorted((r.id, r.band) for r in rows) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    key = {(r.id, r.band): r.bucket for r in rows}
+    assert key[("a", 0)] == key[("b", 0)]
+    assert key[("a", 1)] != key[("b", 1)]
+    # The band number is part of the key: identical values in two bands differ.
+    same = spark.createDataFrame([("c", [5] * 12)], schema)
+    k = same.select(band_keys(F.col("signature"), 2, 6).alias("k")).first().k
+    assert k[0] != k[1]
+

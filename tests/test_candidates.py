@@ -1,0 +1,80 @@
+from itertools import combinations
+
+from chispa import assert_df_equality
+from pyspark.sql import types as T
+
+from lsh_spark.candidates import (
+    bucket_members,
+    bucket_summary,
+    candidate_pairs,
+    exact_duplicate_pairs,
+)
+
+ROWS = T.StructType([
+    T.StructField("id", T.StringType(), False),
+    T.StructField("band", T.IntegerType(), False),
+    T.StructField("bucket", T.LongType(), False),
+    T.StructField("text_hash", T.BinaryType(), False),
+])
+PAIRS = T.StructType([
+    T.StructField("id_a", T.StringType(), True),
+    T.StructField("id_b", T.StringType(), True),
+])
+
+
+def h(i):
+    return bytes([i]) * 16
+
+
+def test_pairs_from_shared_buckets_distinct_and_ordered(spark):
+    rows = [
+        ("c", 0, 10, h(1)), ("a", 0, 10, h(2)), ("b", 0, 10, h(3)),  # bucket of 3
+        ("a", 1, 20, h(2)), ("b", 1, 20, h(3)),                      # same pair again
+        ("d", 0, 30, h(4)),                                          # singleton: dropped
+        ("d", 1, 10, h(4)), ("e", 1, 10, h(5)),                      # same bucket value, other band
+    ]
+    buckets = bucket_members(spark.createDataFrame(rows, ROWS))
+    got = candidate_pairs(buckets, max_bucket_size=100)
+    want = spark.createDataFrame([("a", "b"), ("a", "c"), ("b", "c"), ("d", "e")], PAIRS)
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_exact_duplicates_collapse_to_smallest_id_within_bucket(spark):
+    rows = [("x3", 0, 1, h(9)), ("x1", 0, 1, h(9)), ("x2", 0, 1, h(9)), ("y", 0, 1, h(8))]
+    got = candidate_pairs(bucket_members(spark.createDataFrame(rows, ROWS)), 100)
+    want = spark.createDataFrame([("x1", "y")], PAIRS)
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_large_bucket_is_bounded_to_star_edges(spark):
+    ids = [f"d{i:03d}" for i in range(50)]
+    rows = [(i, 0, 7, h(n)) for n, i in enumerate(ids)]
+    rows += [("d001", 1, 8, h(1)), ("d002", 1, 8, h(2))]  # a small bucket stays complete
+    buckets = bucket_members(spark.createDataFrame(rows, ROWS)).cache()
+    got = {(r.id_a, r.id_b) for r in candidate_pairs(buckets, max_bucket_size=10).collect()}
+    assert got == {("d000", i) for i in ids[1:]} | {("d001", "d002")}
+    summary = bucket_summary(buckets, 10)
+    assert summary["bounded_buckets"] == 1
+    assert summary["max_bucket_size_seen"] == 50
+    assert summary["largest_bounded_buckets"][0]["size"] == 50
+    assert summary["largest_bounded_buckets"][0]["star_center"] == "d000"
+    assert summary["pairs_generated_before_distinct"] == 49 + 1
+    assert summary["pairs_avoided_by_bounding"] == 50 * 49 // 2
+    # At the limit, all pairs are still generated.
+    small = {(r.id_a, r.id_b) for r in candidate_pairs(buckets, max_bucket_size=50).collect()}
+    assert small == set(combinations(ids, 2))
+
+
+def test_exact_duplicate_pairs_are_star_edges_with_jaccard_1(spark):
+    df = spark.createDataFrame(
+        [("b", h(1)), ("a", h(1)), ("c", h(1)), ("z", h(2))], "id string, text_hash binary")
+    got = {(r.id_a, r.id_b, r.jaccard) for r in exact_duplicate_pairs(df).collect()}
+    assert got == {("a", "b", 1.0), ("a", "c", 1.0)}
+
+
+def test_integer_ids_order_numerically(spark):
+    schema = T.StructType([T.StructField("id", T.LongType()), *ROWS.fields[1:]])
+    rows = [(10, 0, 1, h(1)), (9, 0, 1, h(2)), (100, 0, 1, h(3))]
+    got = {(r.id_a, r.id_b) for r in
+           candidate_pairs(bucket_members(spark.createDataFrame(rows, schema)), 10).collect()}
+    assert got == {(9, 10), (9, 100), (10, 100)}

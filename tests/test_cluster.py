@@ -1,0 +1,94 @@
+import random
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import types as T
+
+from lsh_spark.cluster import ClusteringDidNotConverge, apply_keep_policy, connected_components
+
+OUT = T.StructType([
+    T.StructField("id", T.LongType()),
+    T.StructField("cluster_id", T.LongType()),
+    T.StructField("cluster_size", T.LongType()),
+])
+
+
+def reference_components(vertices, edges):
+    parent = {v: v for v in vertices}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    comp = {}
+    for v in vertices:
+        comp.setdefault(find(v), []).append(v)
+    return {v: (min(m), len(m)) for m in comp.values() for v in m}
+
+
+def run(spark, vertices, edges):
+    e = spark.createDataFrame(edges or [], "id_a long, id_b long")
+    v = spark.createDataFrame([(x,) for x in vertices], "id long")
+    return connected_components(e, v)
+
+
+def check(spark, vertices, edges):
+    got = run(spark, vertices, edges)
+    ref = reference_components(vertices, edges)
+    want = spark.createDataFrame([(v, c, s) for v, (c, s) in ref.items()], OUT)
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_long_chain_in_shuffled_order(spark):
+    order = list(range(1, 65))
+    random.Random(3).shuffle(order)
+    edges = list(zip(order, order[1:]))
+    check(spark, list(range(1, 70)), edges)  # 65..69 isolated
+
+
+def test_stars_cycles_and_several_components(spark):
+    edges = [(100, i) for i in range(101, 120)]           # star around its min
+    edges += [(205, i) for i in range(200, 205)]          # star around a middle id
+    edges += [(300, 301), (301, 302), (302, 300)]         # triangle
+    edges += [(400, 401), (402, 403), (401, 402), (403, 400), (404, 402)]  # cycle + tail
+    vertices = sorted({v for e in edges for v in e} | {999})
+    check(spark, vertices, edges)
+
+
+def test_random_graph_against_union_find(spark):
+    rng = random.Random(42)
+    vertices = list(range(300))
+    edges = [(rng.randrange(300), rng.randrange(300)) for _ in range(220)]
+    edges = [(a, b) for a, b in edges if a != b]
+    check(spark, vertices, edges)
+
+
+def test_no_edges_gives_singletons(spark):
+    check(spark, [1, 2, 3], [])
+
+
+def test_round_limit_is_an_error_not_a_wrong_answer(spark):
+    order = list(range(1, 200))
+    random.Random(1).shuffle(order)
+    e = spark.createDataFrame(list(zip(order, order[1:])), "id_a long, id_b long")
+    v = spark.createDataFrame([(x,) for x in order], "id long")
+    with pytest.raises(ClusteringDidNotConverge, match="max-cc-iterations"):
+        connected_components(e, v, max_iterations=1)
+
+
+def test_keep_policies(spark):
+    clusters = spark.createDataFrame(
+        [("a", "a", 3), ("b", "a", 3), ("c", "a", 3), ("d", "d", 1)],
+        "id string, cluster_id string, cluster_size long")
+    docs = spark.createDataFrame([("a", 10), ("b", 50), ("c", 50), ("d", 1)],
+                                 "id string, text_len int")
+    keep_min = {r.id for r in apply_keep_policy(clusters, docs, "min-id").collect() if r.keep}
+    assert keep_min == {"a", "d"}
+    keep_long = {r.id for r in apply_keep_policy(clusters, docs, "longest").collect() if r.keep}
+    assert keep_long == {"b", "d"}  # b and c tie on length: smaller id wins

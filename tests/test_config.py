@@ -1,0 +1,56 @@
+import pytest
+
+from lsh_spark.banding import candidate_probability
+from lsh_spark.config import ConfigError, DedupConfig
+
+
+def test_defaults_choose_recall_biased_bands():
+    cfg = DedupConfig()
+    b, r = cfg.band_params()
+    assert b * r <= cfg.num_perm
+    assert candidate_probability(cfg.threshold, b, r) >= 0.99
+    assert cfg.shingle_k == 5
+
+
+@pytest.mark.parametrize(
+    "kwargs, flag",
+    [
+        ({"threshold": 0.0}, "--threshold"),
+        ({"threshold": 1.5}, "--threshold"),
+        ({"threshold": float("nan")}, "--threshold"),
+        ({"num_perm": 0}, "--num-perm"),
+        ({"bands": 30, "rows": 10}, "--bands x --rows"),
+        ({"rows": 500}, "--rows"),
+        ({"format": "xml"}, "--format"),
+        ({"shingle": "sentence"}, "--shingle"),
+        ({"k": 0}, "--k"),
+        ({"keep": "random"}, "--keep"),
+        ({"seed": -1}, "--seed"),
+        ({"id_col": "text"}, "--id-col"),
+        ({"max_bucket_size": 1}, "--max-bucket-size"),
+    ],
+)
+def test_invalid_values_name_the_option(kwargs, flag):
+    with pytest.raises(ConfigError) as err:
+        DedupConfig(**kwargs)
+    message = str(err.value)
+    assert message.startswith(flag)
+    assert "\n" not in message
+    assert "allowed" in message
+
+
+def test_one_of_bands_rows_derives_the_other():
+    assert DedupConfig(num_perm=128, bands=20).band_params() == (20, 6)
+    assert DedupConfig(num_perm=128, rows=4).band_params() == (32, 4)
+
+
+def test_from_mapping_accepts_flag_spelling_and_rejects_unknown_keys():
+    cfg = DedupConfig.from_mapping({"num-perm": 64, "threshold": 0.7, "keep": "longest"})
+    assert (cfg.num_perm, cfg.threshold, cfg.keep) == (64, 0.7, "longest")
+    with pytest.raises(ConfigError, match="unknown key 'treshold'.*allowed keys"):
+        DedupConfig.from_mapping({"treshold": 0.7})
+
+
+def test_report_parameters_include_effective_bands_and_k():
+    d = DedupConfig(shingle="char").to_dict()
+    assert d["k"] == 5 and d["bands"] and d["rows"]

@@ -1,0 +1,116 @@
+import numpy as np
+import pytest
+from pyspark.sql import types as T
+
+from lsh_spark.minhash import (
+    MERSENNE_31,
+    _mod_mersenne31,
+    minhash,
+    minhash_flat,
+    permutation_params,
+)
+
+P = (1 << 31) - 1
+
+
+def test_permutation_params_golden_values():
+    # SplitMix64 from seed 1: these numbers must never change (signatures are stored).
+    a, b = permutation_params(3, seed=1)
+    assert a.tolist() == [int(x) for x in a]  # plain uint64
+    assert a.tolist() == GOLDEN_A and b.tolist() == GOLDEN_B
+    assert all(1 <= x < P for x in a) and all(0 <= x < P for x in b)
+    a2, _ = permutation_params(3, seed=2)
+    assert a2.tolist() != a.tolist()
+
+
+GOLDEN_A = [1294668924, 1568727337, 401541412]
+GOLDEN_B = [1667631020, 1371919918, 380574338]
+
+
+def test_splitmix64_matches_published_test_vector():
+    # Reference outputs of SplitMix64 seeded with 1234567 (Vigna's splitmix64.c).
+    from lsh_spark.minhash import _splitmix64
+
+    state, out = 1234567, []
+    for _ in range(3):
+        state, z = _splitmix64(state)
+        out.append(z)
+    assert out == [6457827717110365317, 3203168211198807973, 9817491932198370423]
+
+
+def test_mersenne_reduction_is_exact():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, (1 << 62) + (1 << 31), size=100_000, dtype=np.uint64)
+    y = np.concatenate([y, np.array([0, P - 1, P, P + 1, 2 * P, (P - 1) * (P - 1) + P - 1],
+                                    dtype=np.uint64)])
+    expect = y % MERSENNE_31
+    assert np.array_equal(_mod_mersenne31(y.copy()), expect)
+
+
+def _reference(values, offsets, a, b):
+    out = []
+    for d in range(len(offsets) - 1):
+        xs = [int(v) % P for v in values[offsets[d]:offsets[d + 1]]]
+        out.append([min((int(ai) * x + int(bi)) % P for x in xs) for ai, bi in zip(a, b)])
+    return np.array(out, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("num_perm", [1, 7, 64])
+def test_kernel_equals_python_bigint_reference_across_chunks(monkeypatch, num_perm):
+    import lsh_spark.minhash as mh
+
+    # A tiny chunk forces documents to straddle chunk boundaries.
+    monkeypatch.setattr(mh, "CHUNK_ELEMENTS", 5 * num_perm)
+    rng = np.random.default_rng(1)
+    lengths = [1, 3, 17, 2, 1, 40, 5]
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    values = rng.integers(0, 2**64 - 1, size=offsets[-1], dtype=np.uint64)
+    a, b = permutation_params(num_perm, seed=5)
+    assert np.array_equal(minhash_flat(values, offsets, a, b), _reference(values, offsets, a, b))
+
+
+def test_empty_document_is_refused():
+    a, b = permutation_params(4, 1)
+    with pytest.raises(ValueError, match="at least one shingle"):
+        minhash_flat(np.array([1, 2], dtype=np.uint64), [0, 2, 2], a, b)
+
+
+def test_estimate_within_tolerance_of_exact_jaccard():
+    """Over 300 random set pairs the estimate's error has the binomial spread."""
+    rng = np.random.default_rng(11)
+    num_perm = 256
+    a, b = permutation_params(num_perm, seed=9)
+    errors = []
+    for _ in range(300):
+        universe = rng.choice(2**62, size=400, replace=False).astype(np.uint64)
+        na, nb = rng.integers(20, 300, size=2)
+        sa = set(rng.choice(universe, size=na, replace=False).tolist())
+        sb = set(rng.choice(universe, size=nb, replace=False).tolist())
+        exact = len(sa & sb) / len(sa | sb)
+        va = np.array(sorted(sa), dtype=np.uint64)
+        vb = np.array(sorted(sb), dtype=np.uint64)
+        sig = minhash_flat(np.concatenate([va, vb]), [0, len(va), len(va) + len(vb)], a, b)
+        errors.append(np.mean(sig[0] == sig[1]) - exact)
+    errors = np.abs(np.array(errors))
+    # Std error of the estimate is sqrt(J(1-J)/256) <= 0.031.
+    assert errors.mean() < 0.03
+    assert np.quantile(errors, 0.99) < 0.10
+    assert errors.max() < 0.13
+
+
+def test_minhash_stage_passes_columns_through(spark):
+    schema = T.StructType([
+        T.StructField("id", T.LongType()),
+        T.StructField("shingles", T.ArrayType(T.LongType())),
+        T.StructField("extra", T.StringType()),
+    ])
+    rows = [(1, [5, -3, 2**62], "x"), (2, [5, -3, 2**62], "y"), (3, [-(2**63)], "z")]
+    out = minhash(spark.createDataFrame(rows, schema), num_perm=16, seed=4)
+    assert out.columns == ["id", "signature", "num_shingles", "extra"]
+    got = {r.id: r for r in out.collect()}
+    assert got[1].signature == got[2].signature
+    assert len(got[1].signature) == 16 and got[1].num_shingles == 3
+    assert got[3].extra == "z" and got[3].num_shingles == 1
+    a, b = permutation_params(16, 4)
+    vals = np.array([5, -3, 2**62], dtype=np.int64).view(np.uint64)
+    assert got[1].signature == minhash_flat(vals, [0, 3], a, b)[0].astype(int).tolist()

@@ -1,0 +1,52 @@
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lsh_spark.normalize import normalize_array, prepare_documents
+from reference import normalize as reference_normalize
+
+TEXTS = [
+    "Straße, STRASSE & strasse!!",
+    "ＦＵＬＬ－ＷＩＤＴＨ　ｔｅｘｔ １２３",
+    "ﬁne ligatures — and “quotes”",
+    "ΣΊΣΥΦΟΣ ςσ",
+    "emoji 😀 inside👍words",
+    "hindi हिन्दी text with marks",
+    "tabs\tand\nnewlines\r\nand   spaces",
+    "under_score and hy-phen",
+    "İstanbul DŽ ǅ",
+    "   ",
+    "😀😀",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_arrow_normalization_equals_python_nfkc_casefold(text):
+    got = normalize_array(pa.array([text])).to_pylist()[0]
+    assert got == reference_normalize(text)
+
+
+def test_nulls_stay_null():
+    assert normalize_array(pa.array([None, "A"])).to_pylist() == [None, "a"]
+
+
+def test_prepare_documents_splits_rejects(spark):
+    schema = T.StructType([T.StructField("id", T.StringType()),
+                           T.StructField("text", T.StringType())])
+    rows = [("ok", "Hello World"), ("null", None), ("empty", ""), ("ws", " \t\n\u3000"),
+            ("big", "x" * 101), ("bin", "\x00\x01\x02\ufffd\ufffdab"), ("punct", "?!... 😀")]
+    docs, rejects = prepare_documents(spark.createDataFrame(rows, schema), "text", 100)
+    assert {r.id: r.norm for r in docs.collect()} == {"ok": "hello world"}
+    reasons = {r.id: r.reason.split(":")[0] for r in rejects.collect()}
+    assert reasons == {"null": "missing_text", "empty": "empty_text",
+                       "ws": "whitespace_only_text", "big": "too_large",
+                       "bin": "binary_content", "punct": "no_text_content"}
+
+
+def test_reader_reason_takes_precedence(spark):
+    df = spark.createDataFrame([("a", "fine text", "invalid_record: x")],
+                               "id string, text string, reject_reason string")
+    docs, rejects = prepare_documents(df, "text", 100)
+    assert docs.count() == 0
+    assert rejects.select(F.col("reason")).first().reason == "invalid_record: x"

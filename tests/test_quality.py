@@ -1,0 +1,106 @@
+"""End to end on planted near-duplicates of real text, checked against brute force."""
+
+import json
+import random
+from itertools import combinations
+
+import pytest
+
+from lsh_spark.config import DedupConfig
+from lsh_spark.pipeline import run_dedup
+from lsh_spark.synth import mutate
+from reference import jaccard, word_shingles
+
+THRESHOLD = 0.8
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory, sample_path):
+    with open(sample_path, encoding="utf-8") as fh:
+        base = [json.loads(line) for line in fh if "~" not in json.loads(line)["id"]]
+    rng = random.Random(2024)
+    vocab = sorted({w for d in base for w in d["text"].split()})
+    docs = []
+    for d in base[:160]:
+        docs.append({"id": d["id"], "text": d["text"]})
+        for n in range(rng.randint(1, 3)):
+            rate = rng.uniform(0.0, 0.05)
+            docs.append({"id": f"{d['id']}~m{n}", "text": mutate(d["text"], rate, rng, vocab)})
+    path = tmp_path_factory.mktemp("planted") / "planted.jsonl"
+    with open(path, "w", encoding="utf-8") as fh:
+        for d in docs:
+            fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+    shingles = {d["id"]: word_shingles(d["text"]) for d in docs}
+    # Brute force over every pair of the corpus, not only the planted ones.
+    truth = {}
+    for a, b in combinations(sorted(shingles), 2):
+        j = jaccard(shingles[a], shingles[b])
+        if j >= 0.5:
+            truth[(a, b)] = j
+    return str(path), docs, truth
+
+
+@pytest.fixture(scope="module")
+def result(spark, planted, tmp_path_factory):
+    path, _, _ = planted
+    out = str(tmp_path_factory.mktemp("run") / "out")
+    report = run_dedup(spark, path, out, DedupConfig(threshold=THRESHOLD))
+    pairs = {(r.id_a, r.id_b): r.jaccard for r in spark.read.parquet(out + "/pairs").collect()}
+    clusters = {r.id: r for r in spark.read.parquet(out + "/clusters").collect()}
+    return report, pairs, clusters, out
+
+
+def test_enough_planted_pairs_span_the_threshold(planted):
+    _, _, truth = planted
+    above = [j for j in truth.values() if j >= THRESHOLD + 0.05]
+    near = [j for j in truth.values() if THRESHOLD - 0.1 <= j < THRESHOLD]
+    assert len(above) >= 150 and len(near) >= 20
+
+
+def test_recall_at_threshold_plus_margin(planted, result):
+    _, _, truth = planted
+    _, pairs, _, _ = result
+    wanted = [p for p, j in truth.items() if j >= THRESHOLD + 0.05]
+    found = sum(p in pairs for p in wanted)
+    assert found / len(wanted) >= 0.99, (found, len(wanted))
+
+
+def test_no_pair_below_threshold_and_jaccard_is_exact(planted, result):
+    _, _, truth = planted
+    _, pairs, _, _ = result
+    assert pairs, "no pairs found"
+    for p, j in pairs.items():
+        assert p[0] < p[1]
+        assert j >= THRESHOLD
+        assert j == pytest.approx(truth[p], abs=1e-12), p
+
+
+def test_every_document_clustered_once_and_one_kept_per_cluster(planted, result):
+    _, docs, truth = planted
+    report, pairs, clusters, out = result
+    assert set(clusters) == {d["id"] for d in docs}
+    for (a, b) in pairs:
+        assert clusters[a].cluster_id == clusters[b].cluster_id
+    by_cluster = {}
+    for r in clusters.values():
+        by_cluster.setdefault(r.cluster_id, []).append(r)
+    for cid, members in by_cluster.items():
+        assert cid == min(m.id for m in members)
+        assert all(m.cluster_size == len(members) for m in members)
+        assert sum(m.keep for m in members) == 1
+    assert report["counts"]["deduped_documents"] == len(by_cluster)
+    assert report["counts"]["rejected"] == 0
+
+
+def test_report_describes_the_run(result):
+    report, pairs, _, out = result
+    b, r = report["banding"]["bands"], report["banding"]["rows"]
+    assert report["banding"]["candidate_probability_at_threshold"] >= 0.99
+    assert b * r <= report["parameters"]["num_perm"]
+    assert report["counts"]["verified_pairs"] == len(pairs)
+    assert report["counts"]["candidate_pairs"] >= len(pairs) - report["counts"][
+        "pairs_with_jaccard_1"]
+    for stage in ("signatures", "candidates", "verify", "cluster", "deduped", "total"):
+        assert report["seconds"][stage] >= 0
+    with open(out + "/report.json", encoding="utf-8") as fh:
+        assert json.load(fh)["counts"] == report["counts"]
