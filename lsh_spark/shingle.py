@@ -25,29 +25,43 @@ def _hash(seed: int, value: Column) -> Column:
     return F.xxhash64(F.lit(seed).cast("bigint"), value)
 
 
+def _kgrams(units: Column, k: int, sep: str, seed: int) -> Column:
+    """Hashes of every run of ``k`` consecutive array elements joined by ``sep``.
+
+    The ``k`` shifted slices are zipped once per row, so the work is linear in
+    the document (a lambda that sliced the token array itself would re-evaluate
+    it per position and go quadratic on a 5 MB document).
+    """
+    m = F.greatest(F.size(units) - k + 1, F.lit(0))
+    zipped = F.arrays_zip(*[F.slice(units, i + 1, m).alias(str(i)) for i in range(k)])
+    return F.transform(
+        zipped, lambda z: _hash(seed, F.concat_ws(sep, *[z[str(i)] for i in range(k)]))
+    )
+
+
 def shingle_hashes(norm: Column, kind: str, k: int, seed: int) -> Column:
     """Sorted, distinct ``array<bigint>`` of shingle hashes of a normalized text.
 
     ``norm`` must be the output of :func:`lsh_spark.normalize.normalize_col`:
     tokens separated by single spaces, no leading or trailing space, not empty.
+    Character shingles count Unicode code points (a CJK character outside the
+    BMP is one character, not two UTF-16 halves).
     """
+    whole = F.array(_hash(seed, norm))
     if kind == "word":
-        tokens = F.split(norm, " ")
-        n = F.size(tokens)
-        grams = F.transform(
-            F.sequence(F.lit(1), n - k + 1),
-            lambda i: _hash(seed, F.array_join(F.slice(tokens, i, F.lit(k)), " ")),
-        )
+        units = F.split(norm, " ")
+        grams = F.when(F.size(units) < k, whole).otherwise(_kgrams(units, k, " ", seed))
     elif kind == "char":
-        n = F.length(norm)
-        grams = F.transform(
-            F.sequence(F.lit(1), n - k + 1),
-            lambda i: _hash(seed, F.substring(norm, i, k)),
-        )
+        # Every k-character window, found by one regex pass (a zero-width match
+        # with a capturing look-ahead at each position that does not split a
+        # UTF-16 surrogate pair); no per-position substring scans.
+        pattern = r"(?s)(?![\uDC00-\uDFFF])(?=(.{%d}))" % k
+        windows = F.regexp_extract_all(norm, F.lit(pattern), 1)
+        grams = F.when(F.size(windows) == 0, whole).otherwise(
+            F.transform(windows, lambda w: _hash(seed, w)))
     else:
         raise ValueError(f"--shingle: got {kind!r}; allowed: word | char")
-    whole = F.array(_hash(seed, norm))
-    return F.array_sort(F.array_distinct(F.when(n < k, whole).otherwise(grams)))
+    return F.sort_array(F.array_distinct(grams))
 
 
 def text_hash(norm: Column, seed: int) -> Column:

@@ -96,9 +96,8 @@ EMOJI_ONLY_VS16 = "❤️ ☀️ ✔️ ⚠️"
 EMOJI_ONLY_VS16_OTHER = "✨ ❤️ 👍 ✌️"
 
 
-@pytest.fixture(scope="module")
-def bad_run(spark, tmp_path_factory):
-    base = tmp_path_factory.mktemp("bad_input")
+def _write_mixed_corpus(path) -> dict:
+    """Write the mixed good/bad JSONL corpus to ``path``; return what each line should become."""
     rng = random.Random(20240601)
     good = _good_docs(20)
 
@@ -179,23 +178,28 @@ def bad_run(spark, tmp_path_factory):
 
     order = list(range(len(lines)))
     rng.shuffle(order)
-    path = base / "mixed.jsonl"
     with open(path, "wb") as fh:
         for i in order:
             assert b"\n" not in lines[i] and b"\r" not in lines[i]
             fh.write(lines[i] + b"\n")
-    # Invalid UTF-8 really is in the file.
-    with pytest.raises(UnicodeDecodeError):
-        path.read_bytes().decode("utf-8")
-
-    output = base / "out"
-    report = _run(spark, path, output)
     return {
-        "output": output, "report": report, "n_lines": len(lines),
-        "in_clusters": in_clusters, "same_cluster": same_cluster,
+        "n_lines": len(lines), "in_clusters": in_clusters, "same_cluster": same_cluster,
         "different_cluster": different_cluster, "expected_rejects": expected_rejects,
         "expected_null_id_rejects": expected_null_id_rejects,
     }
+
+
+@pytest.fixture(scope="module")
+def bad_run(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("bad_input")
+    path = base / "mixed.jsonl"
+    expected = _write_mixed_corpus(path)
+    # Invalid UTF-8 really is in the file.
+    with pytest.raises(UnicodeDecodeError):
+        path.read_bytes().decode("utf-8")
+    output = base / "out"
+    report = _run(spark, path, output)
+    return {"output": output, "report": report, **expected}
 
 
 def test_every_line_is_accounted_for_exactly_once(spark, bad_run):

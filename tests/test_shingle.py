@@ -56,3 +56,15 @@ def test_text_hash_is_16_bytes_and_content_sensitive(spark):
     df = spark.createDataFrame([("abc",), ("abc",), ("abd",)], "norm string")
     h = [r.h for r in df.select(text_hash(F.col("norm"), 1).alias("h")).collect()]
     assert len(h[0]) == 16 and h[0] == h[1] and h[0] != h[2]
+
+
+def test_char_shingles_count_code_points_outside_the_bmp(spark):
+    norm = "𠀀𠀁𠀂x"  # three CJK Extension B characters (UTF-16 surrogate pairs) and x
+    expect = sorted({spark_xxhash64(1, norm[i:i + 2]) for i in range(len(norm) - 1)})
+    assert _one(spark, norm, "char", 2) == expect
+
+
+def test_huge_document_is_linear_not_quadratic(spark):
+    # 200k tokens: a quadratic shingler would not finish within the test's budget.
+    norm = " ".join(f"w{i % 5003}" for i in range(200_000))
+    assert len(_one(spark, norm, "word", 5)) == 5003

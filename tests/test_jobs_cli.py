@@ -1,0 +1,155 @@
+"""The real command line: ``spark-submit jobs/*.py`` as a user runs it.
+
+Every test here starts ``spark-submit`` from the test environment in a
+subprocess (marked ``slow``).  Spark's own log lines on stderr are ignored;
+the job's messages are the lines starting with the job's name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from chispa import assert_df_equality
+
+from lsh_spark.config import DedupConfig
+
+pytestmark = pytest.mark.slow
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLE = os.path.join(ROOT, "data", "sample", "corpus.jsonl")
+JOBS = os.path.join(ROOT, "jobs")
+SPARK_SUBMIT = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+FLAGS = ["--input", "--output", "--config", "--format", "--id-col", "--text-col", "--threshold",
+         "--num-perm", "--bands", "--rows", "--shingle", "--k", "--seed", "--keep"]
+
+
+def submit(job: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    cmd = [SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           os.path.join(JOBS, job), *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def job_lines(proc: subprocess.CompletedProcess, job: str) -> list[str]:
+    """The job's own stderr lines (Spark's launcher and log4j lines are not ours)."""
+    return [line for line in proc.stderr.splitlines() if line.startswith(f"{job}:")]
+
+
+def explain(proc: subprocess.CompletedProcess) -> str:
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n" \
+           f"{proc.stderr[-5000:]}"
+
+
+def read_report(output) -> dict:
+    with open(os.path.join(str(output), "report.json"), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@pytest.fixture(scope="module")
+def require_spark_submit():
+    if not os.path.exists(SPARK_SUBMIT):
+        pytest.skip(f"spark-submit not found next to {sys.executable}")
+
+
+# -- (a) help -------------------------------------------------------------------
+def test_help_lists_every_flag(require_spark_submit):
+    proc = submit("dedup.py", "--help")
+    assert proc.returncode == 0, explain(proc)
+    for flag in FLAGS:
+        assert flag in proc.stdout, f"{flag} missing from --help"
+
+
+# -- (b) invalid options fail fast, exit 2, one line ----------------------------
+@pytest.mark.parametrize("args, option", [
+    (["--threshold", "1.5"], "--threshold"),
+    (["--threshold", "0"], "--threshold"),
+    (["--bands", "30", "--rows", "10"], "--bands"),
+    (["--format", "xml"], "--format"),
+    (["--input", "does/not/exist.jsonl"], "--input"),
+], ids=["threshold-1.5", "threshold-0", "bands-x-rows", "format-xml", "missing-input"])
+def test_invalid_option_exits_2_with_one_line(require_spark_submit, tmp_path, args, option):
+    base = ["--input", SAMPLE, "--output", str(tmp_path / "out")]
+    if "--input" in args:
+        base = base[2:]
+    proc = submit("dedup.py", *base, *args)
+    assert proc.returncode == 2, explain(proc)
+    lines = job_lines(proc, "dedup.py")
+    assert len(lines) == 1, explain(proc)
+    assert lines[0].startswith("dedup.py: error:") and option in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr, explain(proc)
+    assert not (tmp_path / "out").exists()
+    assert os.listdir(tmp_path) == []  # no staging directory left behind
+
+
+# -- (c) the four stage jobs equal one dedup run ---------------------------------
+def test_stage_jobs_match_dedup(require_spark_submit, spark, tmp_path):
+    staged = tmp_path / "staged"
+    for job, needs_input in [("signatures.py", True), ("candidates.py", False),
+                             ("verify.py", True), ("cluster.py", True)]:
+        args = ["--output", str(staged)]
+        if needs_input:
+            args = ["--input", SAMPLE, *args]
+        proc = submit(job, *args)
+        assert proc.returncode == 0, f"{job}: " + explain(proc)
+        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert summary["stage"] == job[:-3]
+    full = tmp_path / "full"
+    proc = submit("dedup.py", "--input", SAMPLE, "--output", str(full))
+    assert proc.returncode == 0, explain(proc)
+
+    for name in ("pairs", "clusters"):
+        a = spark.read.parquet(str(staged / name))
+        b = spark.read.parquet(str(full / name))
+        cols = sorted(b.columns)
+        assert sorted(a.columns) == cols
+        assert_df_equality(a.select(cols), b.select(cols), ignore_row_order=True)
+
+    counts_staged, counts_full = read_report(staged)["counts"], read_report(full)["counts"]
+    for key in ("input_records", "accepted", "candidate_pairs", "verified_pairs",
+                "duplicate_clusters", "deduped_documents"):
+        assert counts_staged[key] == counts_full[key], key
+    assert counts_full["input_records"] == 411
+    assert counts_full["verified_pairs"] > 0
+
+
+# -- (d) --config is honoured, flags win -----------------------------------------
+def test_config_file_honoured_and_flag_overrides(require_spark_submit, tmp_path):
+    with open(SAMPLE, encoding="utf-8") as fh:
+        head = [next(fh) for _ in range(25)]
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(head), encoding="utf-8")
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text("threshold: 0.7\nnum-perm: 64\n", encoding="utf-8")
+
+    # The signatures stage writes report.json with the parameters: two cheap runs.
+    from_file = tmp_path / "from_file"
+    proc = submit("signatures.py", "--input", str(small), "--output", str(from_file),
+                  "--config", str(cfg))
+    assert proc.returncode == 0, explain(proc)
+    params = read_report(from_file)["parameters"]
+    assert params["threshold"] == 0.7 and params["num_perm"] == 64
+    assert [params["bands"], params["rows"]] == list(
+        DedupConfig(threshold=0.7, num_perm=64).band_params())
+
+    overridden = tmp_path / "overridden"
+    proc = submit("signatures.py", "--input", str(small), "--output", str(overridden),
+                  "--config", str(cfg), "--threshold", "0.9")
+    assert proc.returncode == 0, explain(proc)
+    params = read_report(overridden)["parameters"]
+    assert params["threshold"] == 0.9 and params["num_perm"] == 64
+    assert [params["bands"], params["rows"]] == list(
+        DedupConfig(threshold=0.9, num_perm=64).band_params())
+    # The signatures really have num_perm values.
+    sig_len = {len(r["signature"]) for r in _read_signatures(overridden)}
+    assert sig_len == {64}
+
+
+def _read_signatures(output):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(os.path.join(str(output), "signatures")).to_pylist()
