@@ -91,9 +91,34 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None
             values.update(load_yaml(args.config))
         values.update({k: getattr(args, k) for k in DedupConfig.keys() if hasattr(args, k)})
         cfg = DedupConfig.from_mapping(values, source=args.config or "flags")
+        precheck_paths(args)
     except ConfigError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
     return args, cfg
+
+
+def _local(path: str) -> str | None:
+    """The local file system path of ``path``, or None for a remote URI (hdfs://, s3a://)."""
+    if path.startswith("file:"):
+        return path[len("file:"):]
+    return None if "://" in path else path
+
+
+def precheck_paths(args: argparse.Namespace) -> None:
+    """Fail before Spark starts when a local --input is missing or --output exists.
+
+    Remote paths are checked again through Hadoop once the session is up.
+    """
+    import os
+
+    local_in = _local(getattr(args, "input", None) or "")
+    if getattr(args, "input", None) and local_in is not None and not os.path.exists(local_in):
+        raise ConfigError(f"--input: path does not exist: {args.input}")
+    local_out = _local(args.output)
+    if (getattr(args, "overwrite", None) is False and local_out is not None
+            and os.path.exists(local_out)):
+        raise ConfigError(
+            f"--output: {args.output} already exists; pass --overwrite to replace it")
 
 
 def fail(prog: str, exc: Exception) -> None:

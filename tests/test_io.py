@@ -1,0 +1,78 @@
+import gzip
+import json
+
+import pytest
+
+from lsh_spark.config import ConfigError, DedupConfig
+from lsh_spark.io import check_unique_ids, detect_format, read_corpus, InputError
+
+
+@pytest.mark.parametrize("names, fmt", [
+    (["a.jsonl"], "jsonl"), (["a.json.gz", "b.jsonl.gz"], "jsonl"), (["p/x.parquet"], "parquet"),
+    (["a.csv"], "csv"), (["a.tsv.gz"], "csv"), (["a.txt", "b.txt.bz2"], "text"),
+])
+def test_detect_format(names, fmt):
+    assert detect_format(names) == fmt
+
+
+def test_detect_format_refuses_unknown_and_mixed():
+    with pytest.raises(ConfigError, match="--format"):
+        detect_format(["a.xml"])
+    with pytest.raises(ConfigError, match="mixes formats"):
+        detect_format(["a.csv", "b.jsonl"])
+
+
+def test_gzip_jsonl_with_custom_columns(spark, tmp_path):
+    path = tmp_path / "docs.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        for i in range(3):
+            fh.write(json.dumps({"doc": f"k{i}", "body": f"text {i}", "id": i}) + "\n")
+    df, facts = read_corpus(spark, str(path), DedupConfig(id_col="doc", text_col="body"))
+    assert facts["format"] == "jsonl" and not facts["derived_ids"]
+    rows = sorted(df.collect(), key=lambda r: r.id)
+    assert [r.id for r in rows] == ["k0", "k1", "k2"]
+    assert [r._input_id for r in rows] == [0, 1, 2]  # the user's own 'id' column is kept
+    assert all(r.reject_reason is None for r in rows)
+
+
+def test_parquet_with_integer_ids(spark, tmp_path):
+    spark.createDataFrame([(1, "a b"), (2, None)], "id long, text string").write.parquet(
+        str(tmp_path / "p"))
+    df, facts = read_corpus(spark, str(tmp_path / "p"), DedupConfig())
+    assert facts["format"] == "parquet"
+    assert sorted(r.id for r in df.collect()) == [1, 2]
+
+
+def test_text_files_one_document_per_file(spark, tmp_path):
+    (tmp_path / "t" / "sub").mkdir(parents=True)
+    (tmp_path / "t" / "a.txt").write_text("first document\nwith two lines")
+    (tmp_path / "t" / "sub" / "b.txt").write_text("second")
+    df, facts = read_corpus(spark, str(tmp_path / "t"), DedupConfig(text_unit="file"))
+    got = {r.id: r.text for r in df.collect()}
+    assert got == {"a.txt": "first document\nwith two lines", "sub/b.txt": "second"}
+    assert facts["derived_ids"]
+
+
+def test_missing_columns_and_paths_are_config_errors(spark, tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id": 1, "body": "x"}\n')
+    with pytest.raises(ConfigError, match="--text-col: column 'text' not in input; columns: "):
+        read_corpus(spark, str(path), DedupConfig())
+    with pytest.raises(ConfigError, match="--id-col: column 'key' not in input"):
+        read_corpus(spark, str(path), DedupConfig(id_col="key", text_col="body"))
+    with pytest.raises(ConfigError, match="--input: path does not exist"):
+        read_corpus(spark, str(tmp_path / "nope"), DedupConfig())
+
+
+def test_non_string_text_column_is_refused(spark, tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id": 1, "text": {"nested": "x"}}\n')
+    with pytest.raises(ConfigError, match="has type struct"):
+        read_corpus(spark, str(path), DedupConfig())
+
+
+def test_duplicate_ids_are_named(spark):
+    df = spark.createDataFrame([("a",), ("b",), ("a",), ("c",), ("c",), ("c",), (None,), (None,)],
+                               "id string")
+    with pytest.raises(InputError, match=r"'a' \(x2\), 'c' \(x3\)"):
+        check_unique_ids(df)
