@@ -40,6 +40,10 @@ def normalize_array(arr: pa.Array) -> pa.Array:
     folded = texts.str.normalize("NFKC").str.casefold().str.normalize("NFKC")
     out = pa.array(folded, type=pa.large_string(), from_pandas=True)
     out = pc.replace_substring_regex(out, _SEPARATORS, " ")
+    # A combining mark that starts a token belongs to no letter (e.g. the
+    # variation selector U+FE0F left behind by an emoji): drop it.
+    out = pc.replace_substring_regex(out, r"(^| )\p{M}+", r"\1")
+    out = pc.replace_substring_regex(out, r" {2,}", " ")
     return pc.utf8_trim(out, " ")
 
 
@@ -95,7 +99,7 @@ def prepare_documents(df: DataFrame, text_col: str, max_chars: int) -> tuple[Dat
     normed = staged.filter(F.col("_reason").isNull()).select(
         "id", F.length("_text").alias("text_len"), normalize_col(F.col("_text")).alias("norm")
     )
-    empty_norm = F.col("norm") == ""
+    empty_norm = ~F.col("norm").rlike(r"[\p{L}\p{N}]")
     docs = normed.filter(~empty_norm)
     rejects = staged.filter(F.col("_reason").isNotNull()).select(
         "id", F.col("_reason").alias("reason")

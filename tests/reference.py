@@ -14,7 +14,9 @@ def normalize(text: str) -> str:
     text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
     # Keep letters, digits and combining marks; everything else separates words.
     kept = "".join(ch if unicodedata.category(ch)[0] in "LNM" else " " for ch in text)
-    return re.sub(r" +", " ", kept).strip()
+    tokens = [tok.lstrip("".join(c for c in tok if unicodedata.category(c)[0] == "M"))
+              for tok in kept.split(" ")]
+    return " ".join(t for t in tokens if t)
 
 
 def word_shingles(text: str, k: int = 5) -> set[str]:

@@ -1,8 +1,8 @@
 """The real command line: ``spark-submit jobs/*.py`` as a user runs it.
 
 Every test here starts ``spark-submit`` from the test environment in a
-subprocess (marked ``slow``).  Spark's own log lines on stderr are ignored;
-the job's messages are the lines starting with the job's name.
+subprocess (marked ``slow``).  Spark's own log lines are ignored; the job's
+messages are the lines starting with the job's name.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from lsh_spark.config import DedupConfig
 
@@ -36,8 +37,14 @@ def submit(job: str, *args: str, timeout: int = 600) -> subprocess.CompletedProc
 
 
 def job_lines(proc: subprocess.CompletedProcess, job: str) -> list[str]:
-    """The job's own stderr lines (Spark's launcher and log4j lines are not ours)."""
-    return [line for line in proc.stderr.splitlines() if line.startswith(f"{job}:")]
+    """The job's own message lines (Spark's launcher and log4j lines are not ours).
+
+    The job writes errors to its stderr, but spark-submit's PythonRunner merges the
+    Python driver's stderr into its own stdout (``redirectErrorStream``), so both
+    streams are searched.
+    """
+    text = proc.stdout + "\n" + proc.stderr
+    return [line for line in text.splitlines() if line.startswith(f"{job}:")]
 
 
 def explain(proc: subprocess.CompletedProcess) -> str:
@@ -81,7 +88,7 @@ def test_invalid_option_exits_2_with_one_line(require_spark_submit, tmp_path, ar
     lines = job_lines(proc, "dedup.py")
     assert len(lines) == 1, explain(proc)
     assert lines[0].startswith("dedup.py: error:") and option in lines[0], lines[0]
-    assert "Traceback" not in proc.stderr, explain(proc)
+    assert "Traceback" not in proc.stdout + proc.stderr, explain(proc)
     assert not (tmp_path / "out").exists()
     assert os.listdir(tmp_path) == []  # no staging directory left behind
 
@@ -118,7 +125,7 @@ def test_stage_jobs_match_dedup(require_spark_submit, spark, tmp_path):
 
 
 # -- (d) --config is honoured, flags win -----------------------------------------
-def test_config_file_honoured_and_flag_overrides(require_spark_submit, tmp_path):
+def test_config_file_honoured_and_flag_overrides(require_spark_submit, spark, tmp_path):
     with open(SAMPLE, encoding="utf-8") as fh:
         head = [next(fh) for _ in range(25)]
     small = tmp_path / "small.jsonl"
@@ -145,11 +152,5 @@ def test_config_file_honoured_and_flag_overrides(require_spark_submit, tmp_path)
     assert [params["bands"], params["rows"]] == list(
         DedupConfig(threshold=0.9, num_perm=64).band_params())
     # The signatures really have num_perm values.
-    sig_len = {len(r["signature"]) for r in _read_signatures(overridden)}
-    assert sig_len == {64}
-
-
-def _read_signatures(output):
-    import pyarrow.parquet as pq
-
-    return pq.read_table(os.path.join(str(output), "signatures")).to_pylist()
+    sigs = spark.read.parquet(str(overridden / "signatures"))
+    assert {r[0] for r in sigs.select(F.size("signature")).distinct().collect()} == {64}

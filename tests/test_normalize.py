@@ -18,6 +18,9 @@ TEXTS = [
     "İstanbul DŽ ǅ",
     "   ",
     "😀😀",
+    "❤️ ☀️ ✔️",                      # emoji with VARIATION SELECTOR-16 only
+    "I ❤️ NY ✈️ trips",
+    "e\u0301cole \u0301lone mark",      # decomposed accent composes; a lone mark is dropped
 ]
 
 
