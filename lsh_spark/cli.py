@@ -131,7 +131,7 @@ def run_stage(name: str, description: str, stage, needs_input: bool, requires: t
               argv=None) -> int:
     """Main of a per-stage job: parse flags, check earlier stages, run, merge the report."""
     from lsh_spark.io import InputError, StagewiseOutput
-    from lsh_spark.pipeline import merge_reports, report_header
+    from lsh_spark.pipeline import describe_bounded_families, merge_reports, report_header
     from lsh_spark.session import build_session
     parser = build_parser(f"{name}.py", description, need_input=needs_input)
     args, cfg = parse(parser, argv)
@@ -148,6 +148,7 @@ def run_stage(name: str, description: str, stage, needs_input: bool, requires: t
                              "recorded in report.json\n")
         report = merge_reports(old, report_header(getattr(args, "input", old.get("input_path")), cfg),
                                section)
+        describe_bounded_families(spark, out, report)
         out.write_json("report.json", report)
         out.commit()
         out.fs.delete(out.path("_checkpoints"))

@@ -221,6 +221,29 @@ def merge_reports(*sections: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def describe_bounded_families(spark: SparkSession, out: Output, report: dict[str, Any]) -> None:
+    """Add the clusters (families) that the largest bounded buckets belong to.
+
+    Only the star centres already listed in the report are looked up (at most
+    ten ids), so this never scans more than ``clusters/`` once.
+    """
+    buckets = report.get("buckets")
+    if not buckets or "cluster_size_histogram" not in report:
+        return
+    centers = sorted({b["star_center"] for b in buckets.get("largest_bounded_buckets", [])})
+    rows = []
+    if centers:
+        clusters = _read(spark, out, "clusters")
+        rows = (clusters.filter(F.col("id").isin(centers))
+                .select("cluster_id", "cluster_size").distinct()
+                .orderBy(F.col("cluster_size").desc(), "cluster_id").collect())
+    buckets["bounded_families"] = [
+        {"cluster_id": r["cluster_id"], "cluster_size": r["cluster_size"],
+         "note": "pairs/ holds the verified star edges of this family, not all its pairs"}
+        for r in rows
+    ]
+
+
 def report_header(input_path: str, cfg: DedupConfig) -> dict[str, Any]:
     return {"lsh_spark_version": __version__, "input_path": input_path,
             "parameters": cfg.to_dict()}
@@ -241,6 +264,7 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
             stage_cluster(spark, input_path, out, cfg),
         )
         report["seconds"]["total"] = round(time.perf_counter() - started, 3)
+        describe_bounded_families(spark, out, report)
         counts = report["counts"]
         if counts["clustered_documents"] + counts["rejected"] != counts["input_records"]:
             raise RuntimeError(

@@ -104,3 +104,29 @@ def test_report_describes_the_run(result):
         assert report["seconds"][stage] >= 0
     with open(out + "/report.json", encoding="utf-8") as fh:
         assert json.load(fh)["counts"] == report["counts"]
+
+
+def test_template_family_is_bounded_and_reported(spark, sample_path, tmp_path):
+    """A family larger than --max-bucket-size costs n-1 pairs per bucket, not n^2/2."""
+    with open(sample_path, encoding="utf-8") as fh:
+        texts = [json.loads(line)["text"] for line in fh][:40]
+    template = texts[0]
+    rng = random.Random(5)
+    docs = [{"id": f"t{i:02d}", "text": template + " " + " ".join(rng.sample(
+        texts[1].split(), 3))} for i in range(24)]
+    docs += [{"id": f"o{i:02d}", "text": t} for i, t in enumerate(texts[2:30])]
+    path = tmp_path / "family.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    out = str(tmp_path / "out")
+    report = run_dedup(spark, str(path), out, DedupConfig(max_bucket_size=8))
+    buckets = report["buckets"]
+    assert buckets["bounded_buckets"] >= 1 and buckets["max_bucket_size_seen"] > 8
+    assert buckets["pairs_avoided_by_bounding"] > 0
+    family = buckets["bounded_families"][0]
+    assert family["cluster_id"] == "t00" and family["cluster_size"] == 24
+    clusters = {r.id: r.cluster_id for r in spark.read.parquet(out + "/clusters").collect()}
+    assert all(clusters[f"t{i:02d}"] == "t00" for i in range(24))
+    # Fewer pairs than the family's 276, every one verified above the threshold.
+    pairs = spark.read.parquet(out + "/pairs").collect()
+    assert 23 <= len(pairs) < 24 * 23 // 2
+    assert all(p.jaccard >= 0.8 for p in pairs)
