@@ -87,12 +87,21 @@ def evaluate(truth: dict, run: str, t: float) -> dict:
     pairs = {(r["id_a"], r["id_b"]): r["jaccard"] for r in read_parquet(os.path.join(run, "pairs"))}
     cluster = {r["id"]: r["cluster_id"] for r in read_parquet(os.path.join(run, "clusters"))}
     strong = [p for p, j in truth.items() if j >= t + 0.05]
+    bounded = set()
+    report_path = os.path.join(run, "report.json")
+    if os.path.exists(report_path):
+        with open(report_path, encoding="utf-8") as fh:
+            report = json.load(fh)
+        bounded = {f["cluster_id"] for f in report.get("buckets", {}).get("bounded_families", [])}
+    free = [p for p in truth if not (cluster.get(p[0]) in bounded and cluster.get(p[1]) in bounded)]
     wrong_j = sum(1 for p, j in pairs.items() if p in truth and abs(truth[p] - j) > 1e-9)
     return {
         "true_pairs": len(truth),
         "reported_pairs": len(pairs),
         "recall": sum(p in pairs for p in truth) / max(1, len(truth)),
         "recall_at_t_plus_0.05": sum(p in pairs for p in strong) / max(1, len(strong)),
+        "true_pairs_outside_bounded_families": len(free),
+        "recall_outside_bounded_families": sum(p in pairs for p in free) / max(1, len(free)),
         "pairs_below_threshold_or_unknown": sum(1 for p in pairs if p not in truth),
         "jaccard_mismatches": wrong_j,
         "same_cluster_share": sum(cluster.get(a) == cluster.get(b) for a, b in truth)

@@ -1,0 +1,161 @@
+"""lsh-spark side by side with Spark MLlib and datasketch on one corpus.
+
+    python bench/compare.py --corpus bench/out/c40k/corpus.jsonl --work bench/out/cmp \\
+        [--threshold 0.8] [--systems lsh-spark,mllib,datasketch] [--master 'local[2]']
+
+Runs each system as its own process (spark-submit for the Spark ones), records
+wall time and the peak resident memory of its whole process tree (JVM plus
+Python workers, polled every 0.2 s), then scores every system's pairs against
+the same exact ground truth (bench/quality.py).  Prints one table and writes
+``results.json`` under ``--work``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from quality import all_pairs, load, read_parquet  # noqa: E402
+
+
+def run_measured(cmd: list[str], env: dict | None = None) -> dict:
+    """Run ``cmd``; return wall seconds, peak tree RSS (MiB), exit code and output tail."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})})
+    peak = [0]
+    done = threading.Event()
+
+    def poll() -> None:
+        root = psutil.Process(proc.pid)
+        while not done.is_set():
+            try:
+                procs = [root] + root.children(recursive=True)
+                rss = 0
+                for p in procs:
+                    try:
+                        rss += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+                peak[0] = max(peak[0], rss)
+            except psutil.Error:
+                pass
+            time.sleep(0.2)
+
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    out, _ = proc.communicate()
+    done.set()
+    t.join()
+    return {"seconds": round(time.perf_counter() - start, 1),
+            "peak_rss_mib": round(peak[0] / 2**20), "exit": proc.returncode,
+            "tail": out.strip().splitlines()[-3:]}
+
+
+def spark_submit() -> str:
+    return os.path.join(os.path.dirname(sys.executable), "spark-submit")
+
+
+def score(pairs: dict, truth: dict, t: float) -> dict:
+    strong = [p for p, j in truth.items() if j >= t + 0.05]
+    return {
+        "verified_pairs": len(pairs),
+        "recall": round(sum(p in pairs for p in truth) / max(1, len(truth)), 4),
+        "recall_at_t_plus_0.05": round(sum(p in pairs for p in strong) / max(1, len(strong)), 4),
+        "false_pairs": sum(1 for p in pairs if p not in truth),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
+    p.add_argument("--corpus", required=True)
+    p.add_argument("--work", required=True, help="folder for the systems' outputs")
+    p.add_argument("--threshold", type=float, default=0.8)
+    p.add_argument("--systems", default="lsh-spark,mllib,datasketch")
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--driver-memory", default="4g")
+    p.add_argument("--mllib-tables", type=int, default=5)
+    p.add_argument("--max-bucket-size", type=int, default=None,
+                   help="passed to lsh-spark (default: its own default)")
+    args = p.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    log4j = f"-Dlog4j2.configurationFile=file:{ROOT}/conf/log4j2.properties"
+    submit = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory,
+              "--driver-java-options", log4j]
+    n_docs = sum(1 for _ in open(args.corpus, encoding="utf-8"))
+    results = {}
+    for system in args.systems.split(","):
+        out = os.path.join(args.work, system)
+        subprocess.run(["rm", "-rf", out], check=True)
+        if system == "lsh-spark":
+            cmd = submit + [os.path.join(ROOT, "jobs", "dedup.py"), "--input", args.corpus,
+                            "--output", out, "--threshold", str(args.threshold)]
+            if args.max_bucket_size:
+                cmd += ["--max-bucket-size", str(args.max_bucket_size)]
+        elif system == "mllib":
+            cmd = submit + [os.path.join(HERE, "peer_mllib.py"), "--corpus", args.corpus,
+                            "--out", out, "--threshold", str(args.threshold),
+                            "--tables", str(args.mllib_tables)]
+        elif system == "datasketch":
+            cmd = [sys.executable, os.path.join(HERE, "peer_datasketch.py"), "--corpus",
+                   args.corpus, "--out", out, "--threshold", str(args.threshold)]
+        else:
+            raise SystemExit(f"--systems: unknown system {system!r}")
+        print(f"running {system} ...", file=sys.stderr, flush=True)
+        results[system] = run_measured(cmd, env)
+        results[system]["docs_per_second"] = round(n_docs / results[system]["seconds"], 1)
+    print("computing exact ground truth ...", file=sys.stderr, flush=True)
+    truth = all_pairs(load(args.corpus, "id", "text", 5), args.threshold)
+    for system, res in results.items():
+        out = os.path.join(args.work, system)
+        if res["exit"] != 0:
+            continue
+        if system == "datasketch":
+            with open(os.path.join(out, "pairs.jsonl")) as fh:
+                rows = [json.loads(line) for line in fh]
+        else:
+            rows = read_parquet(os.path.join(out, "pairs"))
+        pairs = {(r["id_a"], r["id_b"]): r["jaccard"] for r in rows}
+        res.update(score(pairs, truth, args.threshold))
+        if system == "lsh-spark":
+            with open(os.path.join(out, "report.json")) as fh:
+                rep = json.load(fh)
+            res["candidate_pairs"] = rep["counts"]["candidate_pairs"]
+            res["bounded_buckets"] = rep["buckets"]["bounded_buckets"]
+        else:
+            for line in res["tail"]:
+                if line.startswith("{"):
+                    res.update({k: v for k, v in json.loads(line).items()
+                                if k in ("candidate_pairs",)})
+    summary = {"corpus": args.corpus, "documents": n_docs, "threshold": args.threshold,
+               "true_pairs": len(truth), "systems": results}
+    with open(os.path.join(args.work, "results.json"), "w") as fh:
+        json.dump(summary, fh, indent=2)
+    cols = ["seconds", "docs_per_second", "candidate_pairs", "verified_pairs", "recall",
+            "recall_at_t_plus_0.05", "false_pairs", "peak_rss_mib"]
+    print(f"{len(truth)} true pairs with J >= {args.threshold} among {n_docs} documents")
+    print("| system | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    for system, res in results.items():
+        print(f"| {system} | " + " | ".join(str(res.get(c, "—")) for c in cols) + " |")
+    base = results.get("lsh-spark", {}).get("seconds")
+    for system, res in results.items():
+        if base and system != "lsh-spark" and res.get("exit") == 0:
+            print(f"lsh-spark speed-up over {system}: {res['seconds'] / base:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
