@@ -132,7 +132,7 @@ def run_stage(name: str, description: str, stage, needs_input: bool, requires: t
     """Main of a per-stage job: parse flags, check earlier stages, run, merge the report."""
     from lsh_spark.io import InputError, StagewiseOutput
     from lsh_spark.pipeline import describe_bounded_families, merge_reports, report_header
-    from lsh_spark.session import build_session
+    from lsh_spark.session import build_session, size_shuffle_partitions
     parser = build_parser(f"{name}.py", description, need_input=needs_input)
     args, cfg = parse(parser, argv)
     spark = build_session(f"lsh-spark {name}")
@@ -141,6 +141,8 @@ def run_stage(name: str, description: str, stage, needs_input: bool, requires: t
         for dataset, job in requires:
             out.require(dataset, job)
         spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
+        sized_by = args.input if needs_input else out.path("signatures")
+        size_shuffle_partitions(spark, out.fs.size_bytes(sized_by))
         section = stage(spark, args.input, out, cfg) if needs_input else stage(spark, out, cfg)
         old = out.read_json("report.json")
         if old.get("parameters") not in (None, cfg.to_dict()):

@@ -70,6 +70,10 @@ class FileSystem:
                 out.append(name)
         return sorted(out)
 
+    def size_bytes(self, path: str) -> int:
+        """Total length of the files below ``path`` (or of the file itself)."""
+        return int(self._fs.getContentSummary(self._p(path)).getLength())
+
     def delete(self, path: str) -> None:
         if self.exists(path):
             self._fs.delete(self._p(path), True)

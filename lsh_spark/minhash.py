@@ -123,14 +123,18 @@ def minhash_flat(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.n
 def _signature_batch(batch: pa.RecordBatch, a: np.ndarray, b: np.ndarray) -> pa.RecordBatch:
     shingles = batch.column(batch.schema.get_field_index("shingles"))
     lengths = pc.list_value_length(shingles).fill_null(0).to_numpy(zero_copy_only=False)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    present = lengths > 0
+    offsets = np.zeros(int(present.sum()) + 1, dtype=np.int64)
+    np.cumsum(lengths[present], out=offsets[1:])
     values = pc.list_flatten(shingles).to_numpy(zero_copy_only=False).view(np.uint64)
     sig = minhash_flat(values, offsets, a, b).astype(np.int32)
     num_perm = len(a)
+    # Rows without shingles (rejected records passing through) get a null signature.
+    list_offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(np.where(present, num_perm, 0), out=list_offsets[1:])
     sig_arr = pa.ListArray.from_arrays(
-        pa.array(np.arange(0, (len(lengths) + 1) * num_perm, num_perm, dtype=np.int32)),
-        pa.array(sig.ravel()),
+        pa.array(list_offsets), pa.array(sig.ravel()),
+        mask=None if present.all() else pa.array(~present),
     )
     cols, names = [], []
     for name, col in zip(batch.schema.names, batch.columns):
@@ -146,15 +150,15 @@ def _signature_batch(batch: pa.RecordBatch, a: np.ndarray, b: np.ndarray) -> pa.
 def minhash(df: DataFrame, num_perm: int, seed: int) -> DataFrame:
     """``(..., shingles, ...) -> (..., signature, num_shingles, ...)``.
 
-    ``shingles`` (non-empty ``array<bigint>``) is replaced by ``signature``
-    (``array<int>`` of length ``num_perm``) and ``num_shingles`` (``int``); all
-    other columns pass through unchanged.
+    ``shingles`` (``array<bigint>``) is replaced by ``signature`` (``array<int>``
+    of length ``num_perm``; null where ``shingles`` is null or empty) and
+    ``num_shingles`` (``int``); all other columns pass through unchanged.
     """
     a, b = permutation_params(num_perm, seed)
     fields = []
     for f in df.schema.fields:
         if f.name == "shingles":
-            fields.append(T.StructField("signature", T.ArrayType(T.IntegerType(), False), False))
+            fields.append(T.StructField("signature", T.ArrayType(T.IntegerType(), False), True))
             fields.append(T.StructField("num_shingles", T.IntegerType(), False))
         else:
             fields.append(f)

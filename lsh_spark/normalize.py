@@ -78,17 +78,16 @@ def reject_reason(text: Column, max_chars: int) -> Column:
     )
 
 
-def prepare_documents(df: DataFrame, text_col: str, max_chars: int) -> tuple[DataFrame, DataFrame]:
-    """Split ``(id, text_col, [reject_reason])`` into accepted documents and rejects.
+NO_TEXT = "no_text_content: no letters or digits left after normalization"
 
-    Returns
-    -------
-    docs : DataFrame
-        ``id``, ``text_len`` (characters of the raw text), ``norm`` (normalized text,
-        never empty).
-    rejects : DataFrame
-        ``id``, ``reason`` for every record that cannot be processed.
 
+def prepare(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:
+    """``(id, text_col, [reject_reason]) -> (id, text_len, norm, reason)``, one row per record.
+
+    ``reason`` is null for an accepted document, whose ``norm`` (normalized text)
+    holds at least one letter or digit; otherwise ``reason`` says why the record is
+    rejected and ``norm`` may be null.  Only texts that passed the cheap checks
+    are sent to the Python normalizer, so a 5 GB blob or binary junk never is.
     A pre-existing ``reject_reason`` column (from the reader: unparseable lines,
     null ids) takes precedence over the text checks.
     """
@@ -96,18 +95,28 @@ def prepare_documents(df: DataFrame, text_col: str, max_chars: int) -> tuple[Dat
     if "reject_reason" in df.columns:
         reason = F.coalesce(F.col("reject_reason"), reason)
     staged = df.select("id", F.col(text_col).alias("_text"), reason.alias("_reason"))
-    normed = staged.filter(F.col("_reason").isNull()).select(
-        "id", F.length("_text").alias("text_len"), normalize_col(F.col("_text")).alias("norm")
+    normed = staged.select(
+        "id",
+        F.length("_text").alias("text_len"),
+        normalize_col(F.when(F.col("_reason").isNull(), F.col("_text"))).alias("norm"),
+        "_reason",
     )
-    empty_norm = ~F.col("norm").rlike(r"[\p{L}\p{N}]")
-    docs = normed.filter(~empty_norm)
-    rejects = staged.filter(F.col("_reason").isNotNull()).select(
-        "id", F.col("_reason").alias("reason")
-    ).unionByName(
-        normed.filter(empty_norm).select(
-            "id",
-            F.lit("no_text_content: no letters or digits left after normalization").alias(
-                "reason"),
-        )
-    )
+    no_text = F.when(~F.col("norm").rlike(r"[\p{L}\p{N}]"), F.lit(NO_TEXT))
+    return normed.select("id", "text_len", "norm",
+                         F.coalesce("_reason", no_text).alias("reason"))
+
+
+def prepare_documents(df: DataFrame, text_col: str, max_chars: int) -> tuple[DataFrame, DataFrame]:
+    """:func:`prepare` split into accepted documents and rejects.
+
+    Returns
+    -------
+    docs : DataFrame
+        ``id``, ``text_len`` (characters of the raw text), ``norm`` (never empty).
+    rejects : DataFrame
+        ``id``, ``reason`` for every record that cannot be processed.
+    """
+    prepared = prepare(df, text_col, max_chars)
+    docs = prepared.filter(F.col("reason").isNull()).select("id", "text_len", "norm")
+    rejects = prepared.filter(F.col("reason").isNotNull()).select("id", "reason")
     return docs, rejects

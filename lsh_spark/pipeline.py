@@ -15,6 +15,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Protocol
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -28,10 +29,11 @@ from lsh_spark.candidates import (
 )
 from lsh_spark.cluster import apply_keep_policy, connected_components
 from lsh_spark.config import DedupConfig
-from lsh_spark.io import StagedOutput, check_unique_ids, read_corpus
+from lsh_spark.io import FileSystem, StagedOutput, check_unique_ids, read_corpus
 from lsh_spark.minhash import minhash
-from lsh_spark.normalize import prepare_documents
-from lsh_spark.shingle import add_shingles, text_hash
+from lsh_spark.normalize import prepare, prepare_documents
+from lsh_spark.session import size_shuffle_partitions
+from lsh_spark.shingle import add_shingles, shingle_hashes, text_hash
 
 
 class Output(Protocol):
@@ -74,14 +76,23 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         raw, facts = read_corpus(spark, input_path, cfg)
         check_unique_ids(raw)
     with timer("signatures"):
-        docs, rejects = prepare_documents(raw, cfg.text_col, cfg.max_text_chars)
-        docs = docs.withColumn("text_hash", text_hash(F.col("norm"), cfg.seed))
-        shingled = add_shingles(docs, cfg.shingle, cfg.shingle_k, cfg.seed)
-        sigs = minhash(
-            shingled.select("id", "shingles", "text_hash", "text_len"), cfg.num_perm, cfg.seed
+        # One pass over the input: rejected records ride along with a null
+        # signature, and the small result is persisted to write both datasets.
+        prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
+        ok = F.col("reason").isNull()
+        feats = prepared.select(
+            "id", "text_len", "reason",
+            F.when(ok, text_hash(F.col("norm"), cfg.seed)).alias("text_hash"),
+            F.when(ok, shingle_hashes(F.col("norm"), cfg.shingle, cfg.shingle_k, cfg.seed))
+            .alias("shingles"),
         )
-        out.write(sigs, "signatures")
-        out.write(rejects, "rejects")
+        both = minhash(feats, cfg.num_perm, cfg.seed).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            out.write(both.filter(ok).select("id", "signature", "num_shingles", "text_hash",
+                                             "text_len"), "signatures")
+            out.write(both.filter(~ok).select("id", "reason"), "rejects")
+        finally:
+            both.unpersist()
     sigs = _read(spark, out, "signatures")
     rejects = _read(spark, out, "rejects")
     accepted, rejected = sigs.count(), rejects.count()
@@ -255,6 +266,7 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
     out = StagedOutput(spark, output, overwrite)
     started = time.perf_counter()
     try:
+        size_shuffle_partitions(spark, FileSystem(spark, input_path).size_bytes(input_path))
         spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
         report = merge_reports(
             report_header(input_path, cfg),

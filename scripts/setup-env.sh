@@ -34,8 +34,8 @@ if [ ! -x "$VENV/bin/python" ]; then
     exit 1
   fi
 fi
-stamp="$VENV/.lsh-spark-installed"
 extras="${LSH_SPARK_EXTRAS:-}"
+stamp="$VENV/.lsh-spark-installed-${extras:-base}"
 want="$(cat "$ROOT/pyproject.toml")$extras"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "installing lsh-spark${extras:+[$extras]} into $VENV (first run downloads PySpark, ~450 MB)" >&2

@@ -114,3 +114,15 @@ def test_minhash_stage_passes_columns_through(spark):
     a, b = permutation_params(16, 4)
     vals = np.array([5, -3, 2**62], dtype=np.int64).view(np.uint64)
     assert got[1].signature == minhash_flat(vals, [0, 3], a, b)[0].astype(int).tolist()
+
+
+def test_rows_without_shingles_get_null_signature(spark):
+    schema = T.StructType([
+        T.StructField("id", T.StringType()),
+        T.StructField("shingles", T.ArrayType(T.LongType())),
+    ])
+    rows = [("a", [1, 2, 3]), ("rejected", None), ("empty", []), ("b", [1, 2, 3])]
+    got = {r.id: r for r in minhash(spark.createDataFrame(rows, schema), 8, 1).collect()}
+    assert got["rejected"].signature is None and got["rejected"].num_shingles == 0
+    assert got["empty"].signature is None
+    assert got["a"].signature == got["b"].signature and len(got["a"].signature) == 8
