@@ -34,6 +34,11 @@ from lsh_spark.minhash import minhash
 from lsh_spark.normalize import prepare, prepare_documents
 from lsh_spark.session import size_shuffle_partitions
 from lsh_spark.shingle import add_shingles, shingle_hashes, text_hash
+from lsh_spark.verify import candidate_ids, verify_pairs
+
+
+# Candidate documents' shingles up to this size are broadcast to the verify tasks.
+BROADCAST_SHINGLE_BYTES = 64 << 20
 
 
 class Output(Protocol):
@@ -150,18 +155,26 @@ def _docs_for(spark: SparkSession, input_path: str, cfg: DedupConfig, ids: DataF
 def stage_verify(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
                  ) -> dict[str, Any]:
     """Exact Jaccard of every candidate, plus exact-duplicate edges: writes ``pairs/``."""
-    from lsh_spark.verify import verify_pairs
 
     timer = Timer()
     cands = _read(spark, out, "candidates")
     sigs = _read(spark, out, "signatures")
     with timer("verify"):
-        ids = cands.select(F.col("id_a").alias("id")).union(cands.select(F.col("id_b")))
-        docs = _docs_for(spark, input_path, cfg, ids.distinct())
-        shingles = add_shingles(docs, cfg.shingle, cfg.shingle_k, cfg.seed)
-        near = verify_pairs(cands, shingles, cfg.threshold)
-        exact = exact_duplicate_pairs(sigs.select("id", "text_hash"))
-        out.write(near.unionByName(exact), "pairs")
+        docs = _docs_for(spark, input_path, cfg, candidate_ids(cands))
+        # Shingles of the candidate documents only, computed once (both sides of
+        # every pair read them) and broadcast when they are small.
+        shingles = add_shingles(docs, cfg.shingle, cfg.shingle_k, cfg.seed).select(
+            "id", "shingles").persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            row = shingles.agg(F.count(F.lit(1)).alias("docs"),
+                               F.sum(F.size("shingles")).alias("n")).first()
+            est_bytes = 8 * int(row["n"] or 0) + 64 * int(row["docs"] or 0)
+            near = verify_pairs(cands, shingles, cfg.threshold,
+                                broadcast=est_bytes <= BROADCAST_SHINGLE_BYTES)
+            exact = exact_duplicate_pairs(sigs.select("id", "text_hash"))
+            out.write(near.unionByName(exact), "pairs")
+        finally:
+            shingles.unpersist()
     pairs = _read(spark, out, "pairs")
     row = pairs.agg(
         F.count(F.lit(1)).alias("n"),

@@ -4,7 +4,7 @@ The shingle sets are the sorted, distinct 64-bit hash arrays from
 :mod:`lsh_spark.shingle`; ``|A & B|`` comes from Spark's native
 ``array_intersect`` (a hash set in the JVM, linear in the two sizes), so no row
 passes through Python.  Only documents that appear in some candidate pair get
-their shingle arrays joined in.
+their shingle arrays built and joined in.
 
 Example
 -------
@@ -25,12 +25,24 @@ def jaccard(a: Column, b: Column) -> Column:
     return inter / union
 
 
-def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float) -> DataFrame:
-    """``(id_a, id_b)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``."""
-    ids = candidates.select(F.col("id_a").alias("id")).union(
+def candidate_ids(candidates: DataFrame) -> DataFrame:
+    """Distinct ids that occur in any candidate pair."""
+    return candidates.select(F.col("id_a").alias("id")).union(
         candidates.select(F.col("id_b").alias("id"))
     ).distinct()
-    needed = shingles.select("id", "shingles").join(ids, "id", "left_semi")
+
+
+def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
+                 broadcast: bool = False) -> DataFrame:
+    """``(id_a, id_b)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
+
+    ``shingles`` should hold the candidate documents only (see
+    :func:`candidate_ids`); ``broadcast=True`` ships that table to every task
+    instead of shuffling shingle arrays once per pair side.
+    """
+    needed = shingles.select("id", "shingles")
+    if broadcast:
+        needed = F.broadcast(needed)
     left = needed.select(F.col("id").alias("id_a"), F.col("shingles").alias("sa"))
     right = needed.select(F.col("id").alias("id_b"), F.col("shingles").alias("sb"))
     return (

@@ -35,3 +35,14 @@ def test_large_arrays(spark):
     cands = spark.createDataFrame([("a", "b")], "id_a string, id_b string")
     j = verify_pairs(cands, sh, threshold=0.5).first().jaccard
     assert j == (n - n // 10) / (n + n // 10)
+
+
+def test_broadcast_and_shuffle_joins_agree(spark):
+    sh = spark.createDataFrame([(f"d{i}", list(range(i, i + 20))) for i in range(30)],
+                               "id string, shingles array<bigint>")
+    cands = spark.createDataFrame([(f"d{i}", f"d{j}") for i in range(30) for j in range(i + 1, 30)],
+                                  "id_a string, id_b string")
+    a = verify_pairs(cands, sh, 0.5, broadcast=False)
+    b = verify_pairs(cands, sh, 0.5, broadcast=True)
+    assert a.count() > 0
+    assert_df_equality(a, b, ignore_row_order=True)
