@@ -10,6 +10,7 @@ which is what bounds the work:
 * singleton buckets produce nothing and are dropped;
 * within a bucket, exact duplicates (same ``text_hash``) collapse to their
   smallest id first, because their pairs are already known (Jaccard 1);
+* buckets of different bands holding the same members produce their pairs once;
 * a bucket with more than ``max_bucket_size`` members (boilerplate, templates)
   produces star edges from its smallest id to every other member, ``n - 1``
   pairs instead of ``n (n - 1) / 2``.  Members of such a family still end in one
@@ -47,28 +48,21 @@ def bucket_members(band_rows: DataFrame) -> DataFrame:
     )
 
 
-def _bucket_pairs(ids, size, max_bucket_size: int):
-    pair = lambda a, b: F.struct(a.alias("id_a"), b.alias("id_b"))  # noqa: E731
-    first = F.element_at(ids, 1)
-    star = F.transform(F.slice(ids, 2, size - 1), lambda y: pair(first, y))
-    all_pairs = F.flatten(
-        F.transform(
-            F.sequence(F.lit(1), size - 1),
-            lambda i: F.transform(
-                F.slice(ids, i + 1, size - i), lambda y: pair(F.element_at(ids, i), y)
-            ),
-        )
-    )
-    return F.when(size > max_bucket_size, star).otherwise(all_pairs)
-
-
 def candidate_pairs(buckets: DataFrame, max_bucket_size: int) -> DataFrame:
-    """``(band, bucket, ids, size) -> (id_a, id_b)``: distinct pairs, ``id_a < id_b``."""
+    """``(band, bucket, ids, size) -> (id_a, id_b)``: distinct pairs, ``id_a < id_b``.
+
+    Buckets of different bands with the same members (a family of near-identical
+    documents agrees on most bands) generate their pairs once.  Pairs are
+    generated one member at a time (member ``i`` with the members after it), so no
+    row ever holds more than one bucket's worth of ids, whatever the bucket size.
+    """
+    members = buckets.dropDuplicates(["ids"]).select(
+        "ids", "size", F.posexplode("ids").alias("pos", "id_a"))
+    # A bounded bucket keeps only its first (smallest) member's row: star edges.
+    rows = members.filter((F.col("size") <= max_bucket_size) | (F.col("pos") == 0))
     return (
-        buckets.select(
-            F.explode(_bucket_pairs(F.col("ids"), F.col("size"), max_bucket_size)).alias("p")
-        )
-        .select("p.id_a", "p.id_b")
+        rows.filter(F.col("pos") < F.col("size") - 1)
+        .select("id_a", F.explode(F.slice("ids", F.col("pos") + 2, F.col("size"))).alias("id_b"))
         .distinct()
     )
 

@@ -43,7 +43,7 @@ _HELP = {
             "same seed, same signatures on every machine",
     "keep": "which member of a duplicate cluster is kept: 'min-id' (default) or 'longest'",
     "max_bucket_size": "buckets with more members get star edges to their smallest id "
-                       "instead of all pairs (default: 1000)",
+                       "instead of all pairs (default: 5000)",
     "max_text_chars": "documents longer than this many characters are rejected "
                       "(default: 20000000)",
     "max_cc_iterations": "round limit of the connected-components loop (default: 64)",

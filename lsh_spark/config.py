@@ -57,7 +57,7 @@ class DedupConfig:
     k: int | None = None
     seed: int = 1
     keep: str = "min-id"
-    max_bucket_size: int = 1000
+    max_bucket_size: int = 5000
     max_text_chars: int = 20_000_000
     max_cc_iterations: int = 64
     checkpoint_dir: str | None = None
