@@ -13,7 +13,6 @@ the same exact ground truth (bench/quality.py).  Prints one table and writes
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import subprocess

@@ -6,7 +6,6 @@ end-to-end tests compare the pipeline against a second implementation.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
 
