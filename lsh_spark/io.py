@@ -70,6 +70,16 @@ class FileSystem:
                 out.append(name)
         return sorted(out)
 
+    def fingerprint(self, path: str) -> tuple:
+        """``(name, length, modification time)`` of every file below ``path``."""
+        it = self._fs.listFiles(self._p(path), True)
+        out = []
+        while it.hasNext():
+            st = it.next()
+            out.append((str(st.getPath().toString()), int(st.getLen()),
+                        int(st.getModificationTime())))
+        return tuple(sorted(out))
+
     def size_bytes(self, path: str) -> int:
         """Total length of the files below ``path`` (or of the file itself)."""
         return int(self._fs.getContentSummary(self._p(path)).getLength())
@@ -141,18 +151,26 @@ def input_files(spark: SparkSession, path: str) -> list[str]:
     return files
 
 
+# Inferred JSON schemas by input path and file listing (names, sizes, times):
+# inference is a full pass over the input, and one job reads it in several stages.
+_JSON_SCHEMAS: dict[tuple, T.StructType] = {}
+
+
 def _read_jsonl(spark: SparkSession, path: str) -> DataFrame:
-    df = (
-        spark.read.option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .option("recursiveFileLookup", "true")
-        .json(path)
-    )
-    # Spark refuses queries on raw JSON that touch only the corrupt column;
-    # re-reading with the inferred schema (corrupt column included) lifts that.
-    schema = df.schema
-    if CORRUPT not in schema.names:
-        schema = schema.add(T.StructField(CORRUPT, T.StringType(), True))
+    key = (path, FileSystem(spark, path).fingerprint(path))
+    schema = _JSON_SCHEMAS.get(key)
+    if schema is None:
+        schema = (
+            spark.read.option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .option("recursiveFileLookup", "true")
+            .json(path)
+        ).schema
+        # Spark refuses queries on raw JSON that touch only the corrupt column;
+        # reading with the inferred schema (corrupt column included) lifts that.
+        if CORRUPT not in schema.names:
+            schema = schema.add(T.StructField(CORRUPT, T.StringType(), True))
+        _JSON_SCHEMAS[key] = schema
     return (
         spark.read.schema(schema).option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)

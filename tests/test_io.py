@@ -76,3 +76,18 @@ def test_duplicate_ids_are_named(spark):
                                "id string")
     with pytest.raises(InputError, match=r"'a' \(x2\), 'c' \(x3\)"):
         check_unique_ids(df)
+
+
+def test_inferred_json_schema_is_reused_only_for_unchanged_input(spark, tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id": 1, "text": "x"}\n')
+    first, _ = read_corpus(spark, str(path), DedupConfig())
+    again, _ = read_corpus(spark, str(path), DedupConfig())
+    assert first.schema == again.schema
+    import os
+    import time
+
+    path.write_text('{"id": 1, "text": "x", "url": "u"}\n')
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    changed, _ = read_corpus(spark, str(path), DedupConfig())
+    assert "url" in changed.columns and "url" not in first.columns
