@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 import uuid
 from typing import Any
 
@@ -59,26 +60,21 @@ class FileSystem:
     def qualify(self, path: str) -> str:
         return str(self._fs.makeQualified(self._p(path)).toString())
 
-    def list_files(self, path: str) -> list[str]:
-        """Data files below ``path`` (recursively), skipping hidden and ``_`` files."""
-        it = self._fs.listFiles(self._p(path), True)
-        out = []
-        while it.hasNext():
-            name = str(it.next().getPath().toString())
-            base = posixpath.basename(name)
-            if not base.startswith((".", "_")):
-                out.append(name)
-        return sorted(out)
-
     def fingerprint(self, path: str) -> tuple:
-        """``(name, length, modification time)`` of every file below ``path``."""
+        """``(name, length, modification time)`` of every data file below ``path``
+        (recursively), skipping hidden and ``_`` files, sorted by name."""
         it = self._fs.listFiles(self._p(path), True)
         out = []
         while it.hasNext():
             st = it.next()
-            out.append((str(st.getPath().toString()), int(st.getLen()),
-                        int(st.getModificationTime())))
+            name = str(st.getPath().toString())
+            if not posixpath.basename(name).startswith((".", "_")):
+                out.append((name, int(st.getLen()), int(st.getModificationTime())))
         return tuple(sorted(out))
+
+    def list_files(self, path: str) -> list[str]:
+        """Data files below ``path`` (recursively), skipping hidden and ``_`` files."""
+        return [name for name, _, _ in self.fingerprint(path)]
 
     def size_bytes(self, path: str) -> int:
         """Total length of the files below ``path`` (or of the file itself)."""
@@ -263,7 +259,7 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
         derived = True
         if cfg.text_unit == "file":
             root = FileSystem(spark, path).qualify(path).rstrip("/") + "/"
-            rel = F.regexp_replace(F.col("file_path"), "^" + _regex_quote(root), "")
+            rel = F.regexp_replace(F.col("file_path"), "^" + re.escape(root), "")
             df = df.withColumn("id", F.regexp_replace(rel, "^file:", "")).drop("file_path")
         else:
             key = F.concat_ws("\u0000", F.element_at(F.split("file_path", "/"), -1),
@@ -295,12 +291,6 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
     if CORRUPT in df.columns:
         df = df.drop(CORRUPT)
     return df, {"format": fmt, "files": len(files), "derived_ids": derived}
-
-
-def _regex_quote(s: str) -> str:
-    import re
-
-    return re.escape(s)
 
 
 def check_unique_ids(df: DataFrame, show: int = 5) -> None:

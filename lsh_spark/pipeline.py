@@ -211,11 +211,12 @@ def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupC
     row = clusters.agg(
         F.count(F.lit(1)).alias("docs"),
         F.countDistinct("cluster_id").alias("clusters"),
-        F.sum(F.when(F.col("cluster_size") > 1, 1).otherwise(0)).alias("in_dup"),
-        F.sum(F.when(F.col("keep"), 1).otherwise(0)).alias("kept"),
-        F.max("cluster_size").alias("largest"),
+        # count(when(...)) is 0, not null, when every record was rejected.
+        F.count(F.when(F.col("cluster_size") > 1, 1)).alias("in_dup"),
+        F.count(F.when(F.col("keep"), 1)).alias("kept"),
+        F.coalesce(F.max("cluster_size"), F.lit(0)).alias("largest"),
+        F.count(F.when((F.col("cluster_size") > 1) & F.col("keep"), 1)).alias("dup_clusters"),
     ).first()
-    dup_clusters = clusters.filter((F.col("cluster_size") > 1) & F.col("keep")).count()
     sizes = [
         {"cluster_size": r["cluster_size"], "clusters": r["n"]}
         for r in clusters.filter("keep").groupBy("cluster_size")
@@ -224,7 +225,8 @@ def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupC
     return {
         "counts": {
             "clustered_documents": row["docs"], "clusters": row["clusters"],
-            "duplicate_clusters": dup_clusters, "documents_in_duplicate_clusters": row["in_dup"],
+            "duplicate_clusters": row["dup_clusters"],
+            "documents_in_duplicate_clusters": row["in_dup"],
             "largest_cluster": row["largest"], "deduped_documents": row["kept"],
             "removed_documents": row["docs"] - row["kept"],
         },

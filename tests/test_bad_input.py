@@ -387,3 +387,16 @@ def test_existing_output_without_overwrite_is_a_config_error(spark, tmp_path):
         _run(spark, path, output)
     assert sorted(p.name for p in output.iterdir()) == ["keep-me.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out"]
+
+
+def test_input_with_every_record_rejected_completes(spark, tmp_path):
+    from lsh_spark.config import DedupConfig as _Cfg
+    from lsh_spark.pipeline import run_dedup as _run
+
+    path = tmp_path / "all_bad.jsonl"
+    path.write_text('{"id": "a", "text": ""}\n{"id": "b", "text": null}\nnot json\n',
+                    encoding="utf-8")
+    report = _run(spark, str(path), str(tmp_path / "out"), _Cfg())
+    c = report["counts"]
+    assert (c["input_records"], c["rejected"], c["clustered_documents"]) == (3, 3, 0)
+    assert (c["deduped_documents"], c["removed_documents"], c["duplicate_clusters"]) == (0, 0, 0)
