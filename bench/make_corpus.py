@@ -13,6 +13,12 @@ paragraph boundaries; then
 * ``--template-share`` are one skewed family: a shared boilerplate template of
   ~400 words with a short unique insert, the way a site template repeats.
 
+When the source's own chunks run out (PAN13's 1,949 sources give about 28,000),
+further base documents are *mosaics*: 50-200 words made of random 8-25-word
+spans of the source text, still real sentences, each combination new, so 100k
+and 1M-document corpora come from the same source.  ``meta.json`` says how many
+base documents are mosaics.
+
 Writes ``corpus.jsonl`` (``id``, ``text``, ``family``) and ``meta.json``.  The
 ``family`` column is ground truth for where to look; true pairs are measured by
 ``bench/quality.py`` with exact Jaccard, never assumed.
@@ -59,6 +65,33 @@ def chunks(text: str, lo: int = 50, hi: int = 200) -> list[str]:
     return out
 
 
+class BasePool:
+    """Real chunks first, then mosaics of random source spans, never repeated."""
+
+    def __init__(self, chunks: list[str], rng: random.Random) -> None:
+        self.chunks = chunks
+        self.rng = rng
+        self.words = " ".join(chunks).split()
+        self.mosaics = 0
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def pop(self) -> str:
+        if self.chunks:
+            return self.chunks.pop()
+        self.mosaics += 1
+        target = self.rng.randint(50, 200)
+        out: list[str] = []
+        while len(out) < target:
+            start = self.rng.randrange(len(self.words) - 25)
+            out += self.words[start:start + self.rng.randint(8, 25)]
+        return " ".join(out[:target])
+
+    def sample(self) -> str:
+        return self.rng.choice(self.chunks) if self.chunks else self.pop()
+
+
 def perturb_surface(text: str, rng: random.Random) -> str:
     """Same normalized text: change case, spacing and punctuation only."""
     choice = rng.randrange(3)
@@ -82,9 +115,9 @@ def build(args: argparse.Namespace) -> dict:
         if key not in seen:
             seen.add(key)
             unique.append(c)
-    base = unique
-    rng.shuffle(base)
-    vocab = sorted({w for c in base[:2000] for w in c.split()})
+    rng.shuffle(unique)
+    vocab = sorted({w for c in unique[:2000] for w in c.split()})
+    base = BasePool(unique, rng)
 
     n = args.n
     n_template = int(n * args.template_share)
@@ -93,7 +126,7 @@ def build(args: argparse.Namespace) -> dict:
     docs: list[dict] = []
     # Families: originals plus copies.
     fam = 0
-    while len(docs) < n_family and base:
+    while len(docs) < n_family:
         orig = base.pop()
         size = rng.randint(2, args.max_family)
         docs.append({"id": f"f{fam:06d}-0", "text": orig, "family": f"f{fam:06d}"})
@@ -112,24 +145,23 @@ def build(args: argparse.Namespace) -> dict:
     template = " ".join(base.pop().split()[:200] + base.pop().split()[:200])
     for t in range(n_template):
         words = template.split()
-        insert = rng.choice(base).split()[:rng.randint(5, 25)]
+        insert = base.sample().split()[:rng.randint(5, 25)]
         pos = rng.randrange(len(words))
         words[pos:pos] = insert
         docs.append({"id": f"t{t:06d}", "text": " ".join(words), "family": "template"})
     # Singletons fill the rest.
     s = 0
-    while len(docs) < n and base:
+    while len(docs) < n:
         docs.append({"id": f"s{s:07d}", "text": base.pop(), "family": f"s{s:07d}"})
         s += 1
-    if len(docs) < n:
-        print(f"warning: source text ran out at {len(docs)} documents", file=sys.stderr)
     rng.shuffle(docs)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "corpus.jsonl"), "w", encoding="utf-8") as fh:
         for d in docs:
             fh.write(json.dumps(d, ensure_ascii=False) + "\n")
     meta = {"documents": len(docs), "families": fam, "exact_pairs": n_exact,
-            "template_documents": n_template, "seed": args.seed,
+            "template_documents": n_template, "mosaic_base_documents": base.mosaics,
+            "seed": args.seed,
             "bytes": os.path.getsize(os.path.join(args.out, "corpus.jsonl"))}
     with open(os.path.join(args.out, "meta.json"), "w") as fh:
         json.dump(meta, fh, indent=2)

@@ -1,4 +1,4 @@
-"""Stage 2: LSH band keys and bucket grouping -> candidates/ (reads signatures/)."""
+"""Stage 2: LSH band keys and bucket grouping -> candidates/, blocks/ (reads signatures/)."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""Stage 1: read and validate the input, shingle, MinHash -> signatures/, rejects/."""
+"""Stage 1: read and validate the input, shingle, MinHash -> shingles/, signatures/, rejects/."""
 
 import sys
 

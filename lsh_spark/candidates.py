@@ -11,6 +11,9 @@ which is what bounds the work:
 * within a bucket, exact duplicates (same ``text_hash``) collapse to their
   smallest id first, because their pairs are already known (Jaccard 1);
 * buckets of different bands holding the same members produce their pairs once;
+* a bucket of ``block_min_size`` members or more (a large family) produces no
+  pair rows at all: its member set becomes one *block* that
+  :func:`lsh_spark.verify.verify_blocks` checks whole with a matrix product;
 * a bucket with more than ``max_bucket_size`` members (boilerplate, templates)
   produces star edges from its smallest id to every other member, ``n - 1``
   pairs instead of ``n (n - 1) / 2``.  Members of such a family still end in one
@@ -19,14 +22,16 @@ which is what bounds the work:
 
 Example
 -------
->>> pairs, buckets = candidate_pairs(rows, max_bucket_size=1000)  # doctest: +SKIP
+>>> buckets = bucket_members(band_rows)  # doctest: +SKIP
+>>> pairs = candidate_pairs(buckets, max_bucket_size=5000, block_min_size=32)  # doctest: +SKIP
+>>> blocks = candidate_blocks(buckets, max_bucket_size=5000, block_min_size=32)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 
@@ -48,15 +53,26 @@ def bucket_members(band_rows: DataFrame) -> DataFrame:
     )
 
 
-def candidate_pairs(buckets: DataFrame, max_bucket_size: int) -> DataFrame:
+def _block_sized(max_bucket_size: int, block_min_size: int | None) -> Column:
+    size = F.col("size")
+    if block_min_size is None:
+        return F.lit(False)
+    return (size >= block_min_size) & (size <= max_bucket_size)
+
+
+def candidate_pairs(buckets: DataFrame, max_bucket_size: int,
+                    block_min_size: int | None = None) -> DataFrame:
     """``(band, bucket, ids, size) -> (id_a, id_b)``: distinct pairs, ``id_a < id_b``.
 
     Buckets of different bands with the same members (a family of near-identical
     documents agrees on most bands) generate their pairs once.  Pairs are
     generated one member at a time (member ``i`` with the members after it), so no
     row ever holds more than one bucket's worth of ids, whatever the bucket size.
+    Buckets of ``block_min_size`` to ``max_bucket_size`` members are left out:
+    :func:`candidate_blocks` hands them to block verification.
     """
-    members = buckets.dropDuplicates(["ids"]).select(
+    pair_buckets = buckets.filter(~_block_sized(max_bucket_size, block_min_size))
+    members = pair_buckets.dropDuplicates(["ids"]).select(
         "ids", "size", F.posexplode("ids").alias("pos", "id_a"))
     # A bounded bucket keeps only its first (smallest) member's row: star edges.
     rows = members.filter((F.col("size") <= max_bucket_size) | (F.col("pos") == 0))
@@ -64,6 +80,19 @@ def candidate_pairs(buckets: DataFrame, max_bucket_size: int) -> DataFrame:
         rows.filter(F.col("pos") < F.col("size") - 1)
         .select("id_a", F.explode(F.slice("ids", F.col("pos") + 2, F.col("size"))).alias("id_b"))
         .distinct()
+    )
+
+
+def candidate_blocks(buckets: DataFrame, max_bucket_size: int, block_min_size: int
+                     ) -> DataFrame:
+    """``(band, bucket, ids, size) -> (block, ids, size)``: distinct member sets to verify whole.
+
+    ``block`` is a 64-bit hash of the sorted member ids, the same on every run.
+    """
+    return (
+        buckets.filter(_block_sized(max_bucket_size, block_min_size))
+        .dropDuplicates(["ids"])
+        .select(F.xxhash64("ids").alias("block"), "ids", "size")
     )
 
 

@@ -44,6 +44,9 @@ _HELP = {
     "keep": "which member of a duplicate cluster is kept: 'min-id' (default) or 'longest'",
     "max_bucket_size": "buckets with more members get star edges to their smallest id "
                        "instead of all pairs (default: 5000)",
+    "block_min_size": "buckets with at least this many members (and at most "
+                      "--max-bucket-size) are verified as one block by a matrix product "
+                      "instead of pair by pair (default: 32)",
     "max_text_chars": "documents longer than this many characters are rejected "
                       "(default: 20000000)",
     "max_cc_iterations": "round limit of the connected-components loop (default: 64)",
@@ -57,6 +60,7 @@ _TYPES = {
     "threshold": dict(type=float), "target_recall": dict(type=float),
     "num_perm": dict(type=int), "bands": dict(type=int), "rows": dict(type=int),
     "k": dict(type=int), "seed": dict(type=int), "max_bucket_size": dict(type=int),
+    "block_min_size": dict(type=int),
     "max_text_chars": dict(type=int), "max_cc_iterations": dict(type=int),
 }
 

@@ -13,10 +13,13 @@ full 64-bit hashes.)
 arithmetic that never changes between numpy versions or machines, so the same
 seed gives the same signatures everywhere.
 
-The kernel works on a flat array of all shingles in a batch: it evaluates all
-permutations on chunks of ``CHUNK_ELEMENTS / num_perm`` shingles at a time (a
-bounded working set whatever the document sizes), then takes per-document
-minima with ``np.minimum.reduceat`` over the Arrow list offsets.
+The kernel works on a flat array of all shingles in a batch, one permutation at
+a time: ``a_i * x + b_i`` and the remainder in place over the whole contiguous
+array (numpy divides by a scalar with a precomputed multiplier, no hardware
+division), then per-document minima with ``np.minimum.reduceat`` over the Arrow
+list offsets.  The working set is one ``uint64`` per shingle of the batch,
+whatever ``num_perm`` is.  ``bench/minhash_throughput.py`` compares it with a
+plain numpy loop on the same arrays.
 
 Example
 -------
@@ -40,8 +43,6 @@ from pyspark.sql import types as T
 MERSENNE_31 = np.uint64((1 << 31) - 1)
 _P = (1 << 31) - 1
 _MASK64 = (1 << 64) - 1
-# Working set per chunk: CHUNK_ELEMENTS uint64 values (8 MiB).
-CHUNK_ELEMENTS = 1 << 20
 
 
 def _splitmix64(state: int) -> tuple[int, int]:
@@ -66,19 +67,6 @@ def permutation_params(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray
     return a, b
 
 
-def _mod_mersenne31(y: np.ndarray) -> np.ndarray:
-    """Exact ``y mod (2**31 - 1)`` for ``uint64`` values below ``2**63``, in place."""
-    p = MERSENNE_31
-    tmp = y >> np.uint64(31)
-    y &= p
-    y += tmp                      # < 2**31 + 2**32
-    np.right_shift(y, np.uint64(31), out=tmp)
-    y &= p
-    y += tmp                      # < 2**31 + 3
-    y -= p * (y >= p)             # final conditional subtraction
-    return y
-
-
 def minhash_flat(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray
                  ) -> np.ndarray:
     """MinHash signatures of documents given as one flat array of shingle hashes.
@@ -99,25 +87,19 @@ def minhash_flat(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.n
     num_perm = len(a)
     if n_docs and np.any(np.diff(offsets) <= 0):
         raise ValueError("every document needs at least one shingle")
-    sig = np.full((n_docs, num_perm), MERSENNE_31, dtype=np.uint64)
     if n_docs == 0:
-        return sig
-    x_all = values.astype(np.uint64, copy=False) % MERSENNE_31
-    n = len(x_all)
-    chunk = max(1, CHUNK_ELEMENTS // num_perm)
-    a_row = a[None, :]
-    b_row = b[None, :]
-    for start in range(0, n, chunk):
-        end = min(start + chunk, n)
-        h = x_all[start:end, None] * a_row
-        h += b_row
-        _mod_mersenne31(h)
-        # Documents overlapping [start, end): d0 .. d1-1.
-        d0 = int(np.searchsorted(offsets, start, side="right")) - 1
-        d1 = int(np.searchsorted(offsets, end, side="left"))
-        starts = np.clip(offsets[d0:d1], start, end) - start
-        np.minimum(sig[d0:d1], np.minimum.reduceat(h, starts, axis=0), out=sig[d0:d1])
-    return sig
+        return np.full((0, num_perm), MERSENNE_31, dtype=np.uint64)
+    values = values[offsets[0]:offsets[-1]]
+    starts = offsets[:-1] - offsets[0]
+    x = values.astype(np.uint64, copy=False) % MERSENNE_31
+    h = np.empty_like(x)
+    sig = np.empty((num_perm, n_docs), dtype=np.uint64)
+    for i in range(num_perm):
+        np.multiply(x, a[i], out=h)
+        h += b[i]
+        np.remainder(h, MERSENNE_31, out=h)
+        np.minimum.reduceat(h, starts, out=sig[i])
+    return np.ascontiguousarray(sig.T)
 
 
 def _signature_batch(batch: pa.RecordBatch, a: np.ndarray, b: np.ndarray) -> pa.RecordBatch:

@@ -24,6 +24,7 @@ from lsh_spark.banding import candidate_probability, explode_bands, s_curve
 from lsh_spark.candidates import (
     bucket_members,
     bucket_summary,
+    candidate_blocks,
     candidate_pairs,
     exact_duplicate_pairs,
 )
@@ -31,10 +32,16 @@ from lsh_spark.cluster import apply_keep_policy, connected_components
 from lsh_spark.config import DedupConfig
 from lsh_spark.io import FileSystem, StagedOutput, check_unique_ids, read_corpus
 from lsh_spark.minhash import minhash
-from lsh_spark.normalize import prepare, prepare_documents
+from lsh_spark.normalize import prepare
 from lsh_spark.session import size_shuffle_partitions
-from lsh_spark.shingle import add_shingles, shingle_hashes, text_hash
-from lsh_spark.verify import candidate_ids, verify_pairs
+from lsh_spark.shingle import add_shingles, text_hash
+from lsh_spark.verify import (
+    block_memberships,
+    candidate_ids,
+    drop_block_pairs,
+    verify_blocks,
+    verify_pairs,
+)
 
 
 # Candidate documents' shingles up to this size are broadcast to the verify tasks.
@@ -75,29 +82,33 @@ def _restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame
 
 def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
                      ) -> dict[str, Any]:
-    """Read, validate, normalize, shingle, MinHash: writes ``signatures/`` and ``rejects/``."""
+    """Read, validate, normalize, shingle, MinHash.
+
+    Writes ``shingles/``, ``signatures/`` and ``rejects/``.
+    """
     timer = Timer()
     with timer("read_and_check_ids"):
         raw, facts = read_corpus(spark, input_path, cfg)
         check_unique_ids(raw)
     with timer("signatures"):
-        # One pass over the input: rejected records ride along with a null
-        # signature, and the small result is persisted to write both datasets.
         prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
         ok = F.col("reason").isNull()
-        feats = prepared.select(
+        feats = add_shingles(prepared.select(
             "id", "text_len", "reason",
             F.when(ok, text_hash(F.col("norm"), cfg.seed)).alias("text_hash"),
-            F.when(ok, shingle_hashes(F.col("norm"), cfg.shingle, cfg.shingle_k, cfg.seed))
-            .alias("shingles"),
-        )
-        both = minhash(feats, cfg.num_perm, cfg.seed).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            out.write(both.filter(ok).select("id", "signature", "num_shingles", "text_hash",
-                                             "text_len"), "signatures")
-            out.write(both.filter(~ok).select("id", "reason"), "rejects")
-        finally:
-            both.unpersist()
+            F.when(ok, F.col("norm")).alias("norm"),
+        ), cfg.shingle, cfg.shingle_k, cfg.seed).drop("norm")
+        # One pass over the input writes every record's features (rejected ones
+        # with a reason and null shingles); signatures and rejects are derived
+        # from that Parquet, and verification reads the shingle sets from it
+        # instead of re-reading and re-normalizing the input.
+        out.write(feats, "shingles")
+        feats = _read(spark, out, "shingles")
+        ok = F.col("reason").isNull()
+        sigs = minhash(feats.filter(ok).drop("reason"), cfg.num_perm, cfg.seed)
+        out.write(sigs.select("id", "signature", "num_shingles", "text_hash", "text_len"),
+                  "signatures")
+        out.write(feats.filter(~ok).select("id", "reason"), "rejects")
     sigs = _read(spark, out, "signatures")
     rejects = _read(spark, out, "rejects")
     accepted, rejected = sigs.count(), rejects.count()
@@ -116,7 +127,7 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
 
 
 def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str, Any]:
-    """Band keys and bucket grouping: writes ``candidates/``."""
+    """Band keys and bucket grouping: writes ``candidates/`` (pairs) and ``blocks/``."""
     timer = Timer()
     b, r = cfg.band_params()
     sigs = _read(spark, out, "signatures")
@@ -124,11 +135,24 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict
         rows = explode_bands(sigs, b, r, "text_hash")
         buckets = bucket_members(rows).persist()
         try:
-            out.write(candidate_pairs(buckets, cfg.max_bucket_size), "candidates")
+            out.write(candidate_pairs(buckets, cfg.max_bucket_size, cfg.block_min_size),
+                      "candidates")
+            out.write(candidate_blocks(buckets, cfg.max_bucket_size, cfg.block_min_size),
+                      "blocks")
             summary = bucket_summary(buckets, cfg.max_bucket_size)
         finally:
             buckets.unpersist()
     n_cands = _read(spark, out, "candidates").count()
+    size = F.col("size").cast("long")
+    blk = _read(spark, out, "blocks").agg(
+        F.count(F.lit(1)).alias("blocks"), F.sum(size).alias("members"),
+        F.sum(size * (size - 1) / 2).alias("pairs")).first()
+    summary.update({
+        "block_min_size": cfg.block_min_size,
+        "blocks": int(blk["blocks"] or 0),
+        "block_members": int(blk["members"] or 0),
+        "block_pairs": int(blk["pairs"] or 0),
+    })
     return {
         "banding": {
             "bands": b, "rows": r, "num_perm": cfg.num_perm,
@@ -138,32 +162,28 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict
             "s_curve": s_curve(b, r),
         },
         "buckets": summary,
-        "counts": {"band_rows": sigs.count() * b, "candidate_pairs": n_cands},
+        # Pairs checked: pair rows plus every pair inside a block (a pair in
+        # several blocks counted once per block).
+        "counts": {"band_rows": sigs.count() * b,
+                   "candidate_pairs": n_cands + int(blk["pairs"] or 0)},
         "seconds": timer.seconds,
     }
 
 
-def _docs_for(spark: SparkSession, input_path: str, cfg: DedupConfig, ids: DataFrame
-              ) -> DataFrame:
-    """Re-read the input and prepare only the documents whose id is in ``ids``."""
-    raw, _ = read_corpus(spark, input_path, cfg)
-    wanted = raw.join(ids, "id", "left_semi")
-    docs, _ = prepare_documents(wanted, cfg.text_col, cfg.max_text_chars)
-    return docs
-
-
-def stage_verify(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
-                 ) -> dict[str, Any]:
+def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str, Any]:
     """Exact Jaccard of every candidate, plus exact-duplicate edges: writes ``pairs/``."""
 
     timer = Timer()
     cands = _read(spark, out, "candidates")
+    blocks = _read(spark, out, "blocks")
     sigs = _read(spark, out, "signatures")
+    all_shingles = _read(spark, out, "shingles").filter(F.col("shingles").isNotNull())
     with timer("verify"):
-        docs = _docs_for(spark, input_path, cfg, candidate_ids(cands))
-        # Shingles of the candidate documents only, computed once (both sides of
-        # every pair read them) and broadcast when they are small.
-        shingles = add_shingles(docs, cfg.shingle, cfg.shingle_k, cfg.seed).select(
+        memberships = block_memberships(blocks).persist(StorageLevel.MEMORY_AND_DISK)
+        cands = drop_block_pairs(cands, memberships)
+        # Shingles of the pair candidates only, read once (both sides of every
+        # pair need them) and broadcast when they are small.
+        shingles = all_shingles.join(candidate_ids(cands), "id", "left_semi").select(
             "id", "shingles").persist(StorageLevel.MEMORY_AND_DISK)
         try:
             row = shingles.agg(F.count(F.lit(1)).alias("docs"),
@@ -171,10 +191,12 @@ def stage_verify(spark: SparkSession, input_path: str, out: Output, cfg: DedupCo
             est_bytes = 8 * int(row["n"] or 0) + 64 * int(row["docs"] or 0)
             near = verify_pairs(cands, shingles, cfg.threshold,
                                 broadcast=est_bytes <= BROADCAST_SHINGLE_BYTES)
+            whole = verify_blocks(blocks, memberships, all_shingles, cfg.threshold)
             exact = exact_duplicate_pairs(sigs.select("id", "text_hash"))
-            out.write(near.unionByName(exact), "pairs")
+            out.write(near.unionByName(whole).unionByName(exact), "pairs")
         finally:
             shingles.unpersist()
+            memberships.unpersist()
     pairs = _read(spark, out, "pairs")
     row = pairs.agg(
         F.count(F.lit(1)).alias("n"),
@@ -287,7 +309,7 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
             report_header(input_path, cfg),
             stage_signatures(spark, input_path, out, cfg),
             stage_candidates(spark, out, cfg),
-            stage_verify(spark, input_path, out, cfg),
+            stage_verify(spark, out, cfg),
             stage_cluster(spark, input_path, out, cfg),
         )
         report["seconds"]["total"] = round(time.perf_counter() - started, 3)
@@ -299,6 +321,9 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
                 f"({counts['clustered_documents']} + {counts['rejected']} != "
                 f"{counts['input_records']})")
         out.fs.delete(out.path("_checkpoints"))
+        # Shingle sets are only needed up to verification; stage-by-stage runs
+        # keep them (see the README).
+        out.fs.delete(out.path("shingles"))
         out.write_json("report.json", report)
         out.commit()
     except BaseException:

@@ -6,6 +6,14 @@ The shingle sets are the sorted, distinct 64-bit hash arrays from
 passes through Python.  Only documents that appear in some candidate pair get
 their shingle arrays built and joined in.
 
+Large buckets (a template family, thousands of near-copies) are verified as
+*blocks* instead of pair by pair: the members' shingle sets become one 0/1
+matrix ``M`` (documents x shingles shared by two or more members) and every
+intersection size of the block comes out of one matrix product ``M @ M.T``
+(BLAS) instead of ``n (n - 1) / 2`` hash-set intersections.  A pair that sits
+in several blocks is emitted only by the block with the smallest key, so block
+output needs no de-duplication across blocks.
+
 Example
 -------
 >>> verify_pairs(candidates, shingles, threshold=0.8).columns  # doctest: +SKIP
@@ -14,8 +22,22 @@ Example
 
 from __future__ import annotations
 
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+# Cells of a dense block matrix (documents x shingles) evaluated at a time:
+# 4M cells (16 MiB of float32), whatever the block's shape.
+BLOCK_CELLS = 1 << 22
+PAIR_SCHEMA = T.StructType([
+    T.StructField("id_a", T.StringType(), False),
+    T.StructField("id_b", T.StringType(), False),
+    T.StructField("jaccard", T.DoubleType(), False),
+])
 
 
 def jaccard(a: Column, b: Column) -> Column:
@@ -51,3 +73,135 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
         .select("id_a", "id_b", jaccard(F.col("sa"), F.col("sb")).alias("jaccard"))
         .filter(F.col("jaccard") >= F.lit(float(threshold)))
     )
+
+
+def _incidence_columns(values: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Row and column indices of the 0/1 matrix of values shared by two or more rows."""
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    _, cols, counts = np.unique(values, return_inverse=True, return_counts=True)
+    shared = counts[cols] > 1
+    # Renumber the shared columns 0..V-1; a value held by one row only adds
+    # nothing to any intersection.
+    keep = counts > 1
+    renum = np.cumsum(keep) - 1
+    return rows[shared], renum[cols[shared]], int(keep.sum())
+
+
+def _gram_rows(rows: np.ndarray, cols: np.ndarray, n: int, v: int, r0: int, r1: int,
+               dtype: type) -> np.ndarray:
+    """Rows ``r0:r1`` of ``M @ M.T`` for the 0/1 matrix given by ``(rows, cols)``.
+
+    Evaluated in column chunks so no dense piece exceeds ``BLOCK_CELLS`` cells.
+    """
+    out = np.zeros((r1 - r0, n), dtype=dtype)
+    step = max(1, BLOCK_CELLS // max(n, 1))
+    for c0 in range(0, v, step):
+        c1 = min(v, c0 + step)
+        sel = (cols >= c0) & (cols < c1)
+        dense = np.zeros((n, c1 - c0), dtype=dtype)
+        dense[rows[sel], cols[sel] - c0] = 1
+        out += dense[r0:r1] @ dense.T
+    return out
+
+
+def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
+                covered: tuple[np.ndarray, np.ndarray] | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exact Jaccard of every pair of one block with ``J >= threshold``.
+
+    Parameters
+    ----------
+    values : the members' shingle hashes, member after member; each member's
+        are distinct.
+    lengths : shingles per member (all >= 1).
+    covered : optional ``(values, lengths)`` of each member's *other* block keys
+        whose pairs are emitted elsewhere; a pair whose two members share any
+        such key is skipped.
+
+    Returns
+    -------
+    ``(i, j, jaccard)`` with ``i < j`` member positions and float64 Jaccard,
+    computed as ``|A & B| / (|A| + |B| - |A & B|)`` exactly as Spark divides.
+    """
+    n = len(lengths)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    rows, cols, v = _incidence_columns(values, lengths)
+    # float32 BLAS counts exactly up to 2**24 shingles per document.
+    dtype = np.float32 if lengths.max(initial=0) < (1 << 24) else np.float64
+    if covered is not None:
+        c_rows, c_cols, c_v = _incidence_columns(*covered)
+    out_i, out_j, out_s = [], [], []
+    step = max(1, BLOCK_CELLS // max(n, 1))
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        inter = _gram_rows(rows, cols, n, v, r0, r1, dtype).astype(np.int64)
+        union = lengths[r0:r1, None] + lengths[None, :] - inter
+        jac = inter / union
+        ok = jac >= threshold
+        ok &= np.arange(n)[None, :] > np.arange(r0, r1)[:, None]
+        if covered is not None and c_v:
+            ok &= _gram_rows(c_rows, c_cols, n, c_v, r0, r1, np.float32) == 0
+        i, j = np.nonzero(ok)
+        out_i.append(i + r0)
+        out_j.append(j)
+        out_s.append(jac[i, j])
+    if not out_i:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
+    return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_s)
+
+
+def _list_parts(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
+    values = pc.list_flatten(arr).to_numpy(zero_copy_only=False)
+    return values, lengths.astype(np.int64)
+
+
+def _verify_block(key: tuple, table: pa.Table, threshold: float) -> pa.Table:
+    block = key[0].as_py()
+    table = table.take(pc.sort_indices(table, [("id", "ascending")]))
+    values, lengths = _list_parts(table.column("shingles"))
+    others, n_others = _list_parts(table.column("in_blocks"))
+    # Pairs whose members also share a block with a smaller key are emitted there.
+    smaller = others < block
+    owner = np.repeat(np.arange(len(n_others)), n_others)[smaller]
+    covered = (others[smaller], np.bincount(owner, minlength=len(n_others)))
+    i, j, jac = block_pairs(values, lengths, threshold, covered)
+    ids = table.column("id").combine_chunks()
+    return pa.table({"id_a": ids.take(pa.array(i)), "id_b": ids.take(pa.array(j)),
+                     "jaccard": pa.array(jac, pa.float64())})
+
+
+def block_memberships(blocks: DataFrame) -> DataFrame:
+    """``(block, ids) -> (id, in_blocks)``: the keys of every block each document is in."""
+    return (blocks.select("block", F.explode("ids").alias("id"))
+            .groupBy("id").agg(F.array_sort(F.collect_list("block")).alias("in_blocks")))
+
+
+def drop_block_pairs(candidates: DataFrame, memberships: DataFrame) -> DataFrame:
+    """Candidate pairs minus those whose two documents share a block (checked there)."""
+    a = memberships.select(F.col("id").alias("id_a"), F.col("in_blocks").alias("_ba"))
+    b = memberships.select(F.col("id").alias("id_b"), F.col("in_blocks").alias("_bb"))
+    both = F.coalesce(F.arrays_overlap("_ba", "_bb"), F.lit(False))
+    return (candidates.join(a, "id_a", "left").join(b, "id_b", "left")
+            .filter(~both).select("id_a", "id_b"))
+
+
+def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame,
+                  threshold: float) -> DataFrame:
+    """``(block, ids)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
+
+    Each block's members travel to one task with their shingles and the keys of
+    every block they belong to (``memberships``, from :func:`block_memberships`);
+    see :func:`block_pairs`.  Every pair of members of some block is checked,
+    and emitted once, by the smallest block holding it.
+    """
+    rows = (blocks.select("block", F.explode("ids").alias("id"))
+            .join(memberships, "id")
+            .join(shingles.select("id", "shingles"), "id")
+            .select("block", "id", "shingles", "in_blocks"))
+
+    def run(key: tuple, table: pa.Table) -> pa.Table:
+        return _verify_block(key, table, threshold)
+
+    return rows.groupBy("block").applyInArrow(run, PAIR_SCHEMA)

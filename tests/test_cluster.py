@@ -1,5 +1,7 @@
 import random
 
+import numpy as np
+
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import types as T
@@ -32,17 +34,19 @@ def reference_components(vertices, edges):
     return {v: (min(m), len(m)) for m in comp.values() for v in m}
 
 
-def run(spark, vertices, edges):
+def run(spark, vertices, edges, contract=True):
     e = spark.createDataFrame(edges or [], "id_a long, id_b long")
     v = spark.createDataFrame([(x,) for x in vertices], "id long")
-    return connected_components(e, v)
+    return connected_components(e, v, contract=contract)
 
 
 def check(spark, vertices, edges):
-    got = run(spark, vertices, edges)
     ref = reference_components(vertices, edges)
     want = spark.createDataFrame([(v, c, s) for v, (c, s) in ref.items()], OUT)
-    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    # With and without the local contraction before the star rounds.
+    for contract in (True, False):
+        got = run(spark, vertices, edges, contract)
+        assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_long_chain_in_shuffled_order(spark):
@@ -61,7 +65,12 @@ def test_stars_cycles_and_several_components(spark):
     check(spark, vertices, edges)
 
 
-def test_random_graph_against_union_find(spark):
+@pytest.mark.parametrize("finish_in_one_task", [True, False])
+def test_random_graph_against_union_find(spark, monkeypatch, finish_in_one_task):
+    import lsh_spark.cluster as C
+
+    if not finish_in_one_task:  # contracted partitions, then the star rounds
+        monkeypatch.setattr(C, "LOCAL_FINISH_EDGES", 0)
     rng = random.Random(42)
     vertices = list(range(300))
     edges = [(rng.randrange(300), rng.randrange(300)) for _ in range(220)]
@@ -79,7 +88,7 @@ def test_round_limit_is_an_error_not_a_wrong_answer(spark):
     e = spark.createDataFrame(list(zip(order, order[1:])), "id_a long, id_b long")
     v = spark.createDataFrame([(x,) for x in order], "id long")
     with pytest.raises(ClusteringDidNotConverge, match="max-cc-iterations"):
-        connected_components(e, v, max_iterations=1)
+        connected_components(e, v, max_iterations=1, contract=False)
 
 
 def test_keep_policies(spark):
@@ -92,3 +101,52 @@ def test_keep_policies(spark):
     assert keep_min == {"a", "d"}
     keep_long = {r.id for r in apply_keep_policy(clusters, docs, "longest").collect() if r.keep}
     assert keep_long == {"b", "d"}  # b and c tie on length: smaller id wins
+
+
+def _components(n, src, dst):
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+    for a, b in zip(src, dst):
+        parent[find(a)] = find(b)
+    return [find(x) for x in range(n)]
+
+
+def _same_partition(x, y):
+    """Two labelings describe the same partition of the nodes."""
+    return len(set(zip(x, y))) == len(set(x)) == len(set(y))
+
+
+@pytest.mark.parametrize("sweeps", [1, 2, 32])
+def test_local_roots_preserve_components(sweeps):
+    """Contracted edges connect exactly what the input did, finished or not."""
+    from lsh_spark.cluster import local_roots
+
+    rng = np.random.default_rng(sweeps)
+    n = 400
+    chain = np.arange(n - 1)  # a long path needs many sweeps
+    src = np.concatenate([chain[:150], rng.integers(150, n, 300)])
+    dst = np.concatenate([chain[:150] + 1, rng.integers(150, n, 300)])
+    a, b = local_roots(src, dst, n, max_sweeps=sweeps)
+    assert _same_partition(_components(n, a, b), _components(n, src, dst))
+    if sweeps == 32:
+        assert len(a) < n  # at most one edge per non-root node
+
+
+def test_dense_family_contracts_to_a_star(spark):
+    from lsh_spark.cluster import contract_locally
+
+    ids = [f"n{i:03d}" for i in range(60)]
+    edges = spark.createDataFrame([(a, b) for a in ids for b in ids if a < b],
+                                  "src string, dst string").repartition(3)
+    got = contract_locally(edges).collect()
+    assert len(got) <= 3 * 59 and all(r.dst < r.src for r in got)
+    assert len(set(_components(60, [ids.index(r.src) for r in got],
+                               [ids.index(r.dst) for r in got]))) == 1
+    # In one partition the family becomes a star on its smallest id.
+    star = contract_locally(edges.repartition(1)).collect()
+    assert sorted((r.src, r.dst) for r in star) == [(i, "n000") for i in ids[1:]]

@@ -3,8 +3,6 @@ import pytest
 from pyspark.sql import types as T
 
 from lsh_spark.minhash import (
-    MERSENNE_31,
-    _mod_mersenne31,
     minhash,
     minhash_flat,
     permutation_params,
@@ -38,15 +36,6 @@ def test_splitmix64_matches_published_test_vector():
     assert out == [6457827717110365317, 3203168211198807973, 9817491932198370423]
 
 
-def test_mersenne_reduction_is_exact():
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, (1 << 62) + (1 << 31), size=100_000, dtype=np.uint64)
-    y = np.concatenate([y, np.array([0, P - 1, P, P + 1, 2 * P, (P - 1) * (P - 1) + P - 1],
-                                    dtype=np.uint64)])
-    expect = y % MERSENNE_31
-    assert np.array_equal(_mod_mersenne31(y.copy()), expect)
-
-
 def _reference(values, offsets, a, b):
     out = []
     for d in range(len(offsets) - 1):
@@ -56,17 +45,21 @@ def _reference(values, offsets, a, b):
 
 
 @pytest.mark.parametrize("num_perm", [1, 7, 64])
-def test_kernel_equals_python_bigint_reference_across_chunks(monkeypatch, num_perm):
-    import lsh_spark.minhash as mh
-
-    # A tiny chunk forces documents to straddle chunk boundaries.
-    monkeypatch.setattr(mh, "CHUNK_ELEMENTS", 5 * num_perm)
+def test_kernel_equals_python_bigint_reference(num_perm):
     rng = np.random.default_rng(1)
     lengths = [1, 3, 17, 2, 1, 40, 5]
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     values = rng.integers(0, 2**64 - 1, size=offsets[-1], dtype=np.uint64)
     a, b = permutation_params(num_perm, seed=5)
     assert np.array_equal(minhash_flat(values, offsets, a, b), _reference(values, offsets, a, b))
+    # Offsets into the middle of a larger buffer (an Arrow slice) give the same rows.
+    padded = np.concatenate([values[:4], values, values[:3]])
+    assert np.array_equal(minhash_flat(padded, offsets + 4, a, b),
+                          _reference(values, offsets, a, b))
+    # Extreme inputs: 0, p - 1, p, p + 1 and 2**64 - 1 reduce exactly.
+    edge = np.array([0, P - 1, P, P + 1, 2**64 - 1], dtype=np.uint64)
+    assert np.array_equal(minhash_flat(edge, np.array([0, 1, 2, 3, 4, 5]), a, b),
+                          _reference(edge, [0, 1, 2, 3, 4, 5], a, b))
 
 
 def test_empty_document_is_refused():

@@ -5,7 +5,7 @@ import xxhash
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.shingle import shingle_hashes, text_hash
+from lsh_spark.shingle import add_shingles, text_hash
 
 
 def spark_xxhash64(seed: int, s: str) -> int:
@@ -15,19 +15,36 @@ def spark_xxhash64(seed: int, s: str) -> int:
     return h2 - (1 << 64) if h2 >= 1 << 63 else h2
 
 
+def signed(h: int) -> int:
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+def spark_xxhash64_longs(seed: int, *values: int) -> int:
+    """Independent XXH64 of Spark's ``xxhash64(seed_long, v_1, ..., v_n)`` over longs."""
+    h = 42
+    for v in (seed, *values):
+        h = xxhash.xxh64_intdigest(struct.pack("<q", v), seed=h)
+    return signed(h)
+
+
+def word_kgram(seed: int, tokens: list[str]) -> int:
+    return spark_xxhash64_longs(seed, *[spark_xxhash64(seed, t) for t in tokens])
+
+
 def _one(spark, norm, kind, k, seed=1):
     df = spark.createDataFrame([(norm,)], T.StructType([T.StructField("norm", T.StringType())]))
-    return df.select(shingle_hashes(F.col("norm"), kind, k, seed).alias("s")).first().s
+    return add_shingles(df, kind, k, seed, out="s").first().s
 
 
 def test_word_shingle_hashes_golden(spark):
     norm = "the quick brown fox jumps over the lazy dog"
     tokens = norm.split()
-    expect = sorted({spark_xxhash64(1, " ".join(tokens[i:i + 3])) for i in range(len(tokens) - 2)})
+    expect = sorted({word_kgram(1, tokens[i:i + 3]) for i in range(len(tokens) - 2)})
     assert _one(spark, norm, "word", 3) == expect
-    # Published-value spot check, so a change of hash function is caught even if
-    # the python xxhash package changed along with it.
-    assert spark_xxhash64(1, "the quick brown") == _one(spark, "the quick brown", "word", 3)[0]
+    # Fixed values, so a change of hash definition is caught even if the xxhash
+    # package changed along with it (stored signatures and indexes depend on them).
+    assert _one(spark, "the quick brown", "word", 3) == [-3561388690820553932]
+    assert spark_xxhash64(1, "the") == -6875731314696134087
 
 
 def test_char_shingles_unicode(spark):
@@ -50,6 +67,19 @@ def test_repeated_shingles_are_distinct_and_sorted(spark):
 def test_seed_changes_hashes(spark):
     assert _one(spark, "one two three", "word", 2, seed=1) != _one(
         spark, "one two three", "word", 2, seed=2)
+
+
+def test_null_text_gets_null_shingles(spark):
+    df = spark.createDataFrame([(None,), ("a b c",)], "norm string")
+    got = [r.s for r in add_shingles(df, "word", 2, 1, out="s").collect()]
+    assert got[0] is None and len(got[1]) == 2
+
+
+def test_token_hashes_are_computed_once_per_row(spark):
+    """The shifted slices read one projected column: the plan holds one split."""
+    df = spark.createDataFrame([("a b c d e f",)], "norm string")
+    plan = add_shingles(df, "word", 5, 1)._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("split(") == 1
 
 
 def test_text_hash_is_16_bytes_and_content_sensitive(spark):
