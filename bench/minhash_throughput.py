@@ -11,10 +11,12 @@
   Spark's ``noop`` sink on every core of the master;
 * **numpy**: the textbook loop over the same shingle arrays, loaded into one
   process: for each permutation ``np.minimum.reduceat((a*x + b) % p, offsets)``,
-  on one core, after a warm-up.
+  on one core, after a warm-up; once over the whole array and once per batch
+  of 2,048 documents (Spark's Arrow batch size here), whose temporaries stay in
+  the CPU caches.
 
 Throughput is shingles x permutations per second per core; the fraction is
-spark's per-core figure over numpy's.  Prints one table and a JSON line.
+spark's per-core figure over the faster numpy variant's.  Prints one table and a JSON line.
 """
 
 from __future__ import annotations
@@ -46,6 +48,16 @@ def numpy_loop(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.nda
     return out.T
 
 
+def numpy_loop_batched(values: np.ndarray, offsets: np.ndarray, a: np.ndarray,
+                       b: np.ndarray, docs: int = 2048) -> np.ndarray:
+    parts = []
+    for d0 in range(0, len(offsets) - 1, docs):
+        d1 = min(d0 + docs, len(offsets) - 1)
+        parts.append(numpy_loop(values[offsets[d0]:offsets[d1]], offsets[d0:d1 + 1] - offsets[d0],
+                                a, b))
+    return np.concatenate(parts)
+
+
 def load_flat(path: str) -> tuple[np.ndarray, np.ndarray]:
     files = sorted(glob.glob(os.path.join(path, "*.parquet")))
     table = pq.read_table(files, columns=["shingles"])
@@ -71,7 +83,10 @@ def main() -> None:
     work = n_shingles * args.num_perm
 
     numpy_loop(values[: offsets[min(n_docs, 500)]], offsets[: min(n_docs, 500) + 1], a, b)
-    np_best = min(_timed(lambda: numpy_loop(values, offsets, a, b)) for _ in range(args.repeat))
+    np_whole = min(_timed(lambda: numpy_loop(values, offsets, a, b)) for _ in range(args.repeat))
+    np_batch = min(_timed(lambda: numpy_loop_batched(values, offsets, a, b))
+                   for _ in range(args.repeat))
+    np_best = min(np_whole, np_batch)
 
     spark = build_session("lsh-spark minhash throughput")
     cores = spark.sparkContext.defaultParallelism
@@ -87,7 +102,9 @@ def main() -> None:
     result = {
         "documents": n_docs, "shingles": n_shingles, "num_perm": args.num_perm,
         "cores": cores,
-        "spark_seconds": round(sp_best, 3), "numpy_seconds_one_core": round(np_best, 3),
+        "spark_seconds": round(sp_best, 3),
+        "numpy_seconds_one_core_whole_array": round(np_whole, 3),
+        "numpy_seconds_one_core_per_batch": round(np_batch, 3),
         "spark_per_core_M_per_s": round(spark_rate / 1e6, 1),
         "numpy_per_core_M_per_s": round(numpy_rate / 1e6, 1),
         "fraction_of_numpy": round(spark_rate / numpy_rate, 3),
@@ -98,9 +115,11 @@ def main() -> None:
     print("|---|---|---|")
     print(f"| lsh-spark minhash (Spark, {cores} cores, Parquet to Arrow to numpy and back) "
           f"| {sp_best:.2f} | {spark_rate / 1e6:.1f} M |")
-    print(f"| plain numpy loop (1 core, arrays in memory) | {np_best:.2f} "
-          f"| {numpy_rate / 1e6:.1f} M |")
-    print(f"fraction of the numpy limit: {spark_rate / numpy_rate:.2f}")
+    print(f"| plain numpy loop, whole array (1 core) | {np_whole:.2f} "
+          f"| {work / np_whole / 1e6:.1f} M |")
+    print(f"| plain numpy loop, per 2,048-document batch (1 core) | {np_batch:.2f} "
+          f"| {work / np_batch / 1e6:.1f} M |")
+    print(f"fraction of the faster numpy loop: {spark_rate / numpy_rate:.2f}")
     print(json.dumps(result))
 
 

@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from compare import run_measured, spark_submit  # noqa: E402
 from reference import jaccard, word_shingles  # noqa: E402
 
-STAGES = ("read_and_check_ids", "signatures", "candidates", "verify", "cluster", "deduped")
+STAGES = ("read", "signatures", "candidates", "verify", "cluster", "deduped")
 
 
 def corpus(args: argparse.Namespace, n: int, share: float) -> str:

@@ -30,7 +30,7 @@ from lsh_spark.candidates import (
 )
 from lsh_spark.cluster import apply_keep_policy, connected_components
 from lsh_spark.config import DedupConfig
-from lsh_spark.io import FileSystem, StagedOutput, check_unique_ids, read_corpus
+from lsh_spark.io import FileSystem, InputError, StagedOutput, check_unique_ids, read_corpus
 from lsh_spark.minhash import minhash
 from lsh_spark.normalize import prepare
 from lsh_spark.session import size_shuffle_partitions
@@ -46,21 +46,34 @@ from lsh_spark.verify import (
 
 # Candidate documents' shingles up to this size are broadcast to the verify tasks.
 BROADCAST_SHINGLE_BYTES = 64 << 20
+# Candidate id lists up to this many rows (about 100 MB) are broadcast to filter
+# the shingle table where it is read.
+BROADCAST_ID_ROWS = 2_000_000
 
 
 class Output(Protocol):
+    fs: FileSystem
+
     def path(self, name: str) -> str: ...
     def write(self, df: DataFrame, name: str) -> None: ...
 
 
 class Timer:
-    """Wall-clock seconds per named stage, for the report."""
+    """Wall-clock seconds per named stage, for the report.
 
-    def __init__(self) -> None:
+    With a session, each section also names the Spark jobs it starts (job group
+    ``lsh-spark:<name>``, kept until the next section), so the Spark UI and the
+    event log attribute every job and its shuffle volume to a pipeline stage.
+    """
+
+    def __init__(self, spark: SparkSession | None = None) -> None:
         self.seconds: dict[str, float] = {}
+        self.spark = spark
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        if self.spark is not None:
+            self.spark.sparkContext.setJobGroup(f"lsh-spark:{name}", f"lsh-spark stage {name}")
         start = time.perf_counter()
         try:
             yield
@@ -86,10 +99,9 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
 
     Writes ``shingles/``, ``signatures/`` and ``rejects/``.
     """
-    timer = Timer()
-    with timer("read_and_check_ids"):
+    timer = Timer(spark)
+    with timer("read"):
         raw, facts = read_corpus(spark, input_path, cfg)
-        check_unique_ids(raw)
     with timer("signatures"):
         prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
         ok = F.col("reason").isNull()
@@ -104,6 +116,13 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         # instead of re-reading and re-normalizing the input.
         out.write(feats, "shingles")
         feats = _read(spark, out, "shingles")
+        # Ids are checked on the written Parquet (one column) rather than by a
+        # separate parse of the input; nothing is committed if they repeat.
+        try:
+            check_unique_ids(feats)
+        except InputError:
+            out.fs.delete(out.path("shingles"))
+            raise
         ok = F.col("reason").isNull()
         sigs = minhash(feats.filter(ok).drop("reason"), cfg.num_perm, cfg.seed)
         out.write(sigs.select("id", "signature", "num_shingles", "text_hash", "text_len"),
@@ -128,7 +147,7 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
 
 def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str, Any]:
     """Band keys and bucket grouping: writes ``candidates/`` (pairs) and ``blocks/``."""
-    timer = Timer()
+    timer = Timer(spark)
     b, r = cfg.band_params()
     sigs = _read(spark, out, "signatures")
     with timer("candidates"):
@@ -170,10 +189,22 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict
     }
 
 
+def _only(shingles: DataFrame, ids: DataFrame) -> DataFrame:
+    """``shingles`` of the documents in ``ids`` (a persisted id list).
+
+    Up to ``BROADCAST_ID_ROWS`` ids are broadcast, so the shingle table is
+    filtered where it is read instead of shuffled whole to meet them; a longer
+    id list (a corpus of hundreds of millions) takes the shuffle join.
+    """
+    if ids.count() <= BROADCAST_ID_ROWS:
+        ids = F.broadcast(ids)
+    return shingles.join(ids, "id", "left_semi")
+
+
 def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str, Any]:
     """Exact Jaccard of every candidate, plus exact-duplicate edges: writes ``pairs/``."""
 
-    timer = Timer()
+    timer = Timer(spark)
     cands = _read(spark, out, "candidates")
     blocks = _read(spark, out, "blocks")
     sigs = _read(spark, out, "signatures")
@@ -181,35 +212,37 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
     with timer("verify"):
         memberships = block_memberships(blocks).persist(StorageLevel.MEMORY_AND_DISK)
         cands = drop_block_pairs(cands, memberships)
+        pair_ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
         # Shingles of the pair candidates only, read once (both sides of every
         # pair need them) and broadcast when they are small.
-        shingles = all_shingles.join(candidate_ids(cands), "id", "left_semi").select(
-            "id", "shingles").persist(StorageLevel.MEMORY_AND_DISK)
+        shingles = _only(all_shingles, pair_ids).select("id", "shingles").persist(
+            StorageLevel.MEMORY_AND_DISK)
         try:
             row = shingles.agg(F.count(F.lit(1)).alias("docs"),
                                F.sum(F.size("shingles")).alias("n")).first()
             est_bytes = 8 * int(row["n"] or 0) + 64 * int(row["docs"] or 0)
             near = verify_pairs(cands, shingles, cfg.threshold,
                                 broadcast=est_bytes <= BROADCAST_SHINGLE_BYTES)
-            whole = verify_blocks(blocks, memberships, all_shingles, cfg.threshold)
-            exact = exact_duplicate_pairs(sigs.select("id", "text_hash"))
-            out.write(near.unionByName(whole).unionByName(exact), "pairs")
+            found = near.unionByName(exact_duplicate_pairs(sigs.select("id", "text_hash")))
+            if memberships.limit(1).count():  # no blocks, no second read of shingles/
+                found = found.unionByName(verify_blocks(
+                    blocks, memberships, _only(all_shingles, memberships.select("id")),
+                    cfg.threshold, cfg.max_bucket_size))
+            out.write(found, "pairs")
         finally:
             shingles.unpersist()
+            pair_ids.unpersist()
             memberships.unpersist()
     pairs = _read(spark, out, "pairs")
-    row = pairs.agg(
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.when(F.col("jaccard") >= 1.0, 1).otherwise(0)).alias("exact"),
-    ).first()
-    hist = [
-        {"from": round(r["bin"] / 20, 2), "pairs": r["n"]}
-        for r in pairs.groupBy(F.least(F.floor(F.col("jaccard") * 20), F.lit(19)).alias("bin"))
-        .agg(F.count(F.lit(1)).alias("n")).orderBy("bin").collect()
-    ]
+    # One pass over pairs/: the histogram bins also give the totals.
+    bins = (pairs.groupBy(F.least(F.floor(F.col("jaccard") * 20), F.lit(19)).alias("bin"))
+            .agg(F.count(F.lit(1)).alias("n"),
+                 F.count(F.when(F.col("jaccard") >= 1.0, 1)).alias("exact"))
+            .orderBy("bin").collect())
     return {
-        "counts": {"verified_pairs": row["n"], "pairs_with_jaccard_1": int(row["exact"] or 0)},
-        "jaccard_histogram": hist,
+        "counts": {"verified_pairs": sum(r["n"] for r in bins),
+                   "pairs_with_jaccard_1": sum(r["exact"] for r in bins)},
+        "jaccard_histogram": [{"from": round(r["bin"] / 20, 2), "pairs": r["n"]} for r in bins],
         "seconds": timer.seconds,
     }
 
@@ -217,7 +250,7 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
 def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
                   ) -> dict[str, Any]:
     """Connected components and the keep policy: writes ``clusters/`` and ``deduped/``."""
-    timer = Timer()
+    timer = Timer(spark)
     pairs = _read(spark, out, "pairs")
     sigs = _read(spark, out, "signatures")
     with timer("cluster"):

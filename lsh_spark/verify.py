@@ -105,7 +105,8 @@ def _gram_rows(rows: np.ndarray, cols: np.ndarray, n: int, v: int, r0: int, r1: 
 
 
 def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
-                covered: tuple[np.ndarray, np.ndarray] | None = None
+                covered: tuple[np.ndarray, np.ndarray] | None = None,
+                required: tuple[np.ndarray, np.ndarray] | None = None,
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact Jaccard of every pair of one block with ``J >= threshold``.
 
@@ -117,6 +118,8 @@ def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
     covered : optional ``(values, lengths)`` of each member's *other* block keys
         whose pairs are emitted elsewhere; a pair whose two members share any
         such key is skipped.
+    required : optional ``(values, lengths)`` of each member's block keys; only
+        pairs whose two members share at least one are emitted.
 
     Returns
     -------
@@ -130,6 +133,8 @@ def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
     dtype = np.float32 if lengths.max(initial=0) < (1 << 24) else np.float64
     if covered is not None:
         c_rows, c_cols, c_v = _incidence_columns(*covered)
+    if required is not None:
+        q_rows, q_cols, q_v = _incidence_columns(*required)
     out_i, out_j, out_s = [], [], []
     step = max(1, BLOCK_CELLS // max(n, 1))
     for r0 in range(0, n, step):
@@ -141,6 +146,8 @@ def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
         ok &= np.arange(n)[None, :] > np.arange(r0, r1)[:, None]
         if covered is not None and c_v:
             ok &= _gram_rows(c_rows, c_cols, n, c_v, r0, r1, np.float32) == 0
+        if required is not None:
+            ok &= _gram_rows(q_rows, q_cols, n, q_v, r0, r1, np.float32) > 0
         i, j = np.nonzero(ok)
         out_i.append(i + r0)
         out_j.append(j)
@@ -158,15 +165,21 @@ def _list_parts(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray
 
 
 def _verify_block(key: tuple, table: pa.Table, threshold: float) -> pa.Table:
-    block = key[0].as_py()
+    group = key[0].as_py()
     table = table.take(pc.sort_indices(table, [("id", "ascending")]))
     values, lengths = _list_parts(table.column("shingles"))
-    others, n_others = _list_parts(table.column("in_blocks"))
-    # Pairs whose members also share a block with a smaller key are emitted there.
-    smaller = others < block
-    owner = np.repeat(np.arange(len(n_others)), n_others)[smaller]
-    covered = (others[smaller], np.bincount(owner, minlength=len(n_others)))
-    i, j, jac = block_pairs(values, lengths, threshold, covered)
+    keys, n_keys = _list_parts(table.column("in_blocks"))
+    if table.column("merged")[0].as_py():
+        # A merged group holds every block its members are in: check all its
+        # pairs in one product, emit those that share a block.
+        i, j, jac = block_pairs(values, lengths, threshold, required=(keys, n_keys))
+    else:
+        # One block of an oversized group: pairs whose members also share a
+        # block with a smaller key are emitted there.
+        smaller = keys < group
+        owner = np.repeat(np.arange(len(n_keys)), n_keys)[smaller]
+        covered = (keys[smaller], np.bincount(owner, minlength=len(n_keys)))
+        i, j, jac = block_pairs(values, lengths, threshold, covered=covered)
     ids = table.column("id").combine_chunks()
     return pa.table({"id_a": ids.take(pa.array(i)), "id_b": ids.take(pa.array(j)),
                      "jaccard": pa.array(jac, pa.float64())})
@@ -187,21 +200,50 @@ def drop_block_pairs(candidates: DataFrame, memberships: DataFrame) -> DataFrame
             .filter(~both).select("id_a", "id_b"))
 
 
+def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int) -> DataFrame:
+    """``(id, group, merged)``: which task verifies each block member.
+
+    Blocks that share members (the bands of one template family give dozens of
+    nearly equal member sets) are joined into one group when the group has at
+    most ``max_size`` members, so their pairs are computed once instead of once
+    per block.  A larger group stays split into its blocks (``merged`` false):
+    a member then sits in several groups and each pair goes to the smallest
+    block holding it.
+    """
+    from lsh_spark.cluster import connected_components
+
+    edges = memberships.select(F.element_at("in_blocks", 1).alias("id_a"),
+                               F.explode("in_blocks").alias("id_b"))
+    comps = connected_components(edges, blocks.select(F.col("block").alias("id")),
+                                 checkpoint=False)
+    root = comps.select(F.col("id").alias("block"), F.col("cluster_id").alias("root"))
+    member_root = memberships.select("id", F.element_at("in_blocks", 1).alias("block")).join(
+        root, "block")
+    small = (member_root.groupBy("root").agg(F.count(F.lit(1)).alias("n"))
+             .filter(F.col("n") <= max_size).select("root"))
+    merged = member_root.join(small, "root").select(
+        "id", F.col("root").alias("group"), F.lit(True).alias("merged"))
+    split = (blocks.select("block", F.explode("ids").alias("id")).join(root, "block")
+             .join(small, "root", "left_anti")
+             .select("id", F.col("block").alias("group"), F.lit(False).alias("merged")))
+    return merged.unionByName(split)
+
+
 def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame,
-                  threshold: float) -> DataFrame:
+                  threshold: float, max_group_size: int) -> DataFrame:
     """``(block, ids)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
 
-    Each block's members travel to one task with their shingles and the keys of
-    every block they belong to (``memberships``, from :func:`block_memberships`);
-    see :func:`block_pairs`.  Every pair of members of some block is checked,
-    and emitted once, by the smallest block holding it.
+    Each group of blocks (see :func:`block_groups`) travels to one task with its
+    members' shingles and the keys of every block they belong to
+    (``memberships``, from :func:`block_memberships`); see :func:`block_pairs`.
+    Every pair of members of some block is checked and emitted exactly once.
     """
-    rows = (blocks.select("block", F.explode("ids").alias("id"))
+    rows = (block_groups(blocks, memberships, max_group_size)
             .join(memberships, "id")
             .join(shingles.select("id", "shingles"), "id")
-            .select("block", "id", "shingles", "in_blocks"))
+            .select("group", "merged", "id", "shingles", "in_blocks"))
 
     def run(key: tuple, table: pa.Table) -> pa.Table:
         return _verify_block(key, table, threshold)
 
-    return rows.groupBy("block").applyInArrow(run, PAIR_SCHEMA)
+    return rows.groupBy("group").applyInArrow(run, PAIR_SCHEMA)

@@ -95,10 +95,22 @@ def test_block_pairs_equal_brute_force(monkeypatch, cells):
         want = _brute_block(sets, 0.5, cov)
         assert len(want) > 100
         assert got == want  # float64 division: bit-identical to Spark's
+    # required: only pairs whose members share a key.
+    i, j, s = V.block_pairs(values, lengths, 0.5,
+                            required=_flat([c or set() for c in covered]))
+    got = dict(zip(zip(i.tolist(), j.tolist()), s.tolist()))
+    full = _brute_block(sets, 0.5)
+    want = {p: v for p, v in full.items() if covered[p[0]] & covered[p[1]]}
+    assert got == want and 0 < len(want) < len(full)
 
 
-def test_blocks_and_pair_path_give_identical_pairs(spark):
-    """Two overlapping blocks plus pair rows: every pair once, same Jaccard as pair by pair."""
+@pytest.mark.parametrize("max_group", [1000, 30])
+def test_blocks_and_pair_path_give_identical_pairs(spark, max_group):
+    """Two overlapping blocks plus pair rows: every pair once, same Jaccard as pair by pair.
+
+    With ``max_group`` 1000 the two blocks are verified as one merged group;
+    with 30 the group (40 members) is too large and each block is verified alone.
+    """
     sets, _ = _family(4, n=40)
     ids = [f"d{i:03d}" for i in range(len(sets))]
     sh = spark.createDataFrame(list(zip(ids, [sorted(s) for s in sets])),
@@ -111,7 +123,7 @@ def test_blocks_and_pair_path_give_identical_pairs(spark):
     memberships = V.block_memberships(blocks)
     rest = V.drop_block_pairs(cands, memberships)
     got = (V.verify_pairs(rest, sh, 0.5)
-           .unionByName(V.verify_blocks(blocks, memberships, sh, 0.5)).collect())
+           .unionByName(V.verify_blocks(blocks, memberships, sh, 0.5, max_group)).collect())
     keys = [(r.id_a, r.id_b) for r in got]
     assert len(keys) == len(set(keys)), "a pair was emitted twice"
     inside = {(a, b) for blk in (ids[:30], ids[10:40]) for a in blk for b in blk if a < b}
