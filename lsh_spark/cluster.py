@@ -99,6 +99,35 @@ def contract_locally(edges: DataFrame) -> DataFrame:
     return edges.mapInArrow(_contract, edges.schema).distinct()
 
 
+def _roots_in_one_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    src, dst = table.column("src").combine_chunks(), table.column("dst").combine_chunks()
+    names = pc.unique(pa.concat_arrays([src, dst]))
+    names = names.take(pc.sort_indices(names))
+    n = len(names)
+    # n + 1 sweeps always converge (labels only fall, one hop per sweep at least).
+    child, parent = local_roots(pc.index_in(src, names).to_numpy(),
+                                pc.index_in(dst, names).to_numpy(), n, max_sweeps=n + 1)
+    root = np.arange(n)
+    root[child] = parent
+    yield pa.RecordBatch.from_arrays([names, names.take(pa.array(root))], names=["id", "root"])
+
+
+def component_roots(edges: DataFrame) -> DataFrame:
+    """``(src, dst)`` -> ``(id, root)``: every node with its component's smallest node.
+
+    The whole edge list goes to one task: for small graphs only (the block
+    graph of one run, bounded by the caller), where the distributed rounds of
+    :func:`connected_components` would cost more in job overhead than in work.
+    """
+    field = edges.schema["src"].dataType
+    schema = f"id {field.simpleString()}, root {field.simpleString()}"
+    return edges.repartition(1).mapInArrow(_roots_in_one_task, schema)
+
+
 def _large_star(edges: DataFrame) -> DataFrame:
     # Each node u links every larger neighbour v to m(u) = min(N(u) + {u}).
     both = edges.union(edges.select(F.col("dst").alias("src"), F.col("src").alias("dst")))

@@ -128,14 +128,11 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         out.write(sigs.select("id", "signature", "num_shingles", "text_hash", "text_len"),
                   "signatures")
         out.write(feats.filter(~ok).select("id", "reason"), "rejects")
-    sigs = _read(spark, out, "signatures")
-    rejects = _read(spark, out, "rejects")
-    accepted, rejected = sigs.count(), rejects.count()
-    by_reason = {
-        r["code"]: r["n"]
-        for r in rejects.groupBy(F.split("reason", ":").getItem(0).alias("code"))
-        .agg(F.count(F.lit(1)).alias("n")).collect()
-    }
+    # One small aggregation: accepted records have no reason code.
+    codes = (_read(spark, out, "rejects").select(F.split("reason", ":").getItem(0).alias("code"))
+             .groupBy("code").agg(F.count(F.lit(1)).alias("n")).collect())
+    by_reason = {r["code"]: r["n"] for r in codes}
+    accepted, rejected = _read(spark, out, "signatures").count(), sum(by_reason.values())
     return {
         "input": dict(facts, records=accepted + rejected),
         "counts": {"input_records": accepted + rejected, "accepted": accepted,

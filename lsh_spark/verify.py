@@ -210,13 +210,18 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int) -> Da
     a member then sits in several groups and each pair goes to the smallest
     block holding it.
     """
-    from lsh_spark.cluster import connected_components
+    from lsh_spark.cluster import LOCAL_FINISH_EDGES, component_roots, connected_components
 
-    edges = memberships.select(F.element_at("in_blocks", 1).alias("id_a"),
-                               F.explode("in_blocks").alias("id_b"))
-    comps = connected_components(edges, blocks.select(F.col("block").alias("id")),
-                                 checkpoint=False)
-    root = comps.select(F.col("id").alias("block"), F.col("cluster_id").alias("root"))
+    # Edges from each member's first block to all its blocks (self-edges keep
+    # every block in the graph).
+    edges = memberships.select(F.element_at("in_blocks", 1).alias("src"),
+                               F.explode("in_blocks").alias("dst"))
+    if memberships.count() <= LOCAL_FINISH_EDGES:
+        root = component_roots(edges).select(F.col("id").alias("block"), "root")
+    else:
+        comps = connected_components(edges.toDF("id_a", "id_b"),
+                                     blocks.select(F.col("block").alias("id")), checkpoint=False)
+        root = comps.select(F.col("id").alias("block"), F.col("cluster_id").alias("root"))
     member_root = memberships.select("id", F.element_at("in_blocks", 1).alias("block")).join(
         root, "block")
     small = (member_root.groupBy("root").agg(F.count(F.lit(1)).alias("n"))

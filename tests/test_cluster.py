@@ -150,3 +150,16 @@ def test_dense_family_contracts_to_a_star(spark):
     # In one partition the family becomes a star on its smallest id.
     star = contract_locally(edges.repartition(1)).collect()
     assert sorted((r.src, r.dst) for r in star) == [(i, "n000") for i in ids[1:]]
+
+
+def test_component_roots_in_one_task_equal_union_find(spark):
+    from lsh_spark.cluster import component_roots
+
+    rng = random.Random(8)
+    edges = [(rng.randrange(80), rng.randrange(80)) for _ in range(70)]
+    edges += [(i, i + 1) for i in range(100, 140)]  # a path needs many sweeps
+    df = spark.createDataFrame(edges, "src long, dst long").repartition(3)
+    got = {r.id: r.root for r in component_roots(df).collect()}
+    nodes = sorted({v for e in edges for v in e})
+    ref = reference_components(nodes, edges)
+    assert got == {v: ref[v][0] for v in nodes}

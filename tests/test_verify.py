@@ -104,13 +104,18 @@ def test_block_pairs_equal_brute_force(monkeypatch, cells):
     assert got == want and 0 < len(want) < len(full)
 
 
-@pytest.mark.parametrize("max_group", [1000, 30])
-def test_blocks_and_pair_path_give_identical_pairs(spark, max_group):
+@pytest.mark.parametrize("max_group,one_task", [(1000, True), (1000, False), (30, True)])
+def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group, one_task):
     """Two overlapping blocks plus pair rows: every pair once, same Jaccard as pair by pair.
 
     With ``max_group`` 1000 the two blocks are verified as one merged group;
     with 30 the group (40 members) is too large and each block is verified alone.
+    ``one_task`` False groups the blocks with the distributed connected components.
     """
+    import lsh_spark.cluster as C
+
+    if not one_task:
+        monkeypatch.setattr(C, "LOCAL_FINISH_EDGES", 0)
     sets, _ = _family(4, n=40)
     ids = [f"d{i:03d}" for i in range(len(sets))]
     sh = spark.createDataFrame(list(zip(ids, [sorted(s) for s in sets])),
