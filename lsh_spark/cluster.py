@@ -72,19 +72,31 @@ def local_roots(src: np.ndarray, dst: np.ndarray, n: int,
     return child, parent
 
 
+def _numbered(batches: Iterator[pa.RecordBatch]
+              ) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
+    """One partition's edges as node numbers: ``(names, src, dst)``, or None if empty.
+
+    ``names`` is sorted, so node numbers follow id order and the smallest
+    number of a component is its smallest id.
+    """
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return None
+    table = pa.Table.from_batches(batches)
+    src, dst = table.column("src").combine_chunks(), table.column("dst").combine_chunks()
+    names = pc.unique(pa.concat_arrays([src, dst]))
+    names = names.take(pc.sort_indices(names))
+    return (names, pc.index_in(src, names).to_numpy(), pc.index_in(dst, names).to_numpy())
+
+
 def _contract(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     # One partition of the edge list at a time (bounded by the shuffle partition
     # size, or by LOCAL_FINISH_EDGES when the whole graph is finished in one task).
-    batches = [b for b in batches if b.num_rows]
-    if not batches:
+    numbered = _numbered(batches)
+    if numbered is None:
         return
-    table = pa.Table.from_batches(batches)
-    src, dst = table.column("src").combine_chunks(), table.column("dst").combine_chunks()
-    # Sorted, so node numbers follow id order and a label is its smallest id.
-    names = pc.unique(pa.concat_arrays([src, dst]))
-    names = names.take(pc.sort_indices(names))
-    child, parent = local_roots(pc.index_in(src, names).to_numpy(),
-                                pc.index_in(dst, names).to_numpy(), len(names))
+    names, src, dst = numbered
+    child, parent = local_roots(src, dst, len(names))
     yield pa.RecordBatch.from_arrays(
         [names.take(pa.array(child)), names.take(pa.array(parent))], names=["src", "dst"])
 
@@ -100,17 +112,13 @@ def contract_locally(edges: DataFrame) -> DataFrame:
 
 
 def _roots_in_one_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    batches = [b for b in batches if b.num_rows]
-    if not batches:
+    numbered = _numbered(batches)
+    if numbered is None:
         return
-    table = pa.Table.from_batches(batches)
-    src, dst = table.column("src").combine_chunks(), table.column("dst").combine_chunks()
-    names = pc.unique(pa.concat_arrays([src, dst]))
-    names = names.take(pc.sort_indices(names))
+    names, src, dst = numbered
     n = len(names)
     # n + 1 sweeps always converge (labels only fall, one hop per sweep at least).
-    child, parent = local_roots(pc.index_in(src, names).to_numpy(),
-                                pc.index_in(dst, names).to_numpy(), n, max_sweeps=n + 1)
+    child, parent = local_roots(src, dst, n, max_sweeps=n + 1)
     root = np.arange(n)
     root[child] = parent
     yield pa.RecordBatch.from_arrays([names, names.take(pa.array(root))], names=["id", "root"])
