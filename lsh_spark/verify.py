@@ -75,7 +75,8 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
     )
 
 
-def _incidence_columns(values: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+def _incidence_columns(values: np.ndarray, lengths: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, int]:
     """Row and column indices of the 0/1 matrix of values shared by two or more rows."""
     rows = np.repeat(np.arange(len(lengths)), lengths)
     _, cols, counts = np.unique(values, return_inverse=True, return_counts=True)
