@@ -208,7 +208,8 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
     all_shingles = _read(spark, out, "shingles").filter(F.col("shingles").isNotNull())
     with timer("verify"):
         memberships = block_memberships(blocks).persist(StorageLevel.MEMORY_AND_DISK)
-        cands = drop_block_pairs(cands, memberships)
+        # Read twice below (its ids, then the pairs themselves): computed once.
+        cands = drop_block_pairs(cands, memberships).persist(StorageLevel.MEMORY_AND_DISK)
         pair_ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
         # Shingles of the pair candidates only, read once (both sides of every
         # pair need them) and broadcast when they are small.
@@ -229,6 +230,7 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         finally:
             shingles.unpersist()
             pair_ids.unpersist()
+            cands.unpersist()
             memberships.unpersist()
     pairs = _read(spark, out, "pairs")
     # One pass over pairs/: the histogram bins also give the totals.
