@@ -217,11 +217,12 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int) -> Da
     # every block in the graph).
     edges = memberships.select(F.element_at("in_blocks", 1).alias("src"),
                                F.explode("in_blocks").alias("dst"))
-    if memberships.count() <= LOCAL_FINISH_EDGES:
+    n_edges = memberships.agg(F.sum(F.size("in_blocks"))).first()[0] or 0
+    if n_edges <= LOCAL_FINISH_EDGES:
         root = component_roots(edges).select(F.col("id").alias("block"), "root")
     else:
         comps = connected_components(edges.toDF("id_a", "id_b"),
-                                     blocks.select(F.col("block").alias("id")), checkpoint=False)
+                                     blocks.select(F.col("block").alias("id")))
         root = comps.select(F.col("id").alias("block"), F.col("cluster_id").alias("root"))
     member_root = memberships.select("id", F.element_at("in_blocks", 1).alias("block")).join(
         root, "block")
