@@ -188,27 +188,27 @@ def connected_components(
     ``checkpoint=True`` needs ``SparkContext.setCheckpointDir`` to have been called;
     ``contract=False`` skips the local contraction (for testing the rounds alone).
     """
+    def saved(df: DataFrame) -> DataFrame:
+        return df.checkpoint() if checkpoint else df.localCheckpoint()
+
     edges = pairs.select(F.col("id_a").alias("src"), F.col("id_b").alias("dst")).filter(
         F.col("src") != F.col("dst"))
     if contract:
-        edges = contract_locally(edges)
-        edges = edges.checkpoint() if checkpoint else edges.localCheckpoint()
+        edges = saved(contract_locally(edges))
         if edges.count() <= LOCAL_FINISH_EDGES:
             # Small enough for one task: finish every component there.
-            edges = contract_locally(edges.repartition(1))
+            edges = saved(contract_locally(edges.repartition(1)))
     else:
-        edges = edges.select(F.greatest("src", "dst").alias("src"),
-                             F.least("src", "dst").alias("dst")).distinct()
+        edges = saved(edges.select(F.greatest("src", "dst").alias("src"),
+                                   F.least("src", "dst").alias("dst")).distinct())
+    # Every edge list is saved exactly once, when it is made.
     rounds = 0
-    while True:
-        edges = edges.checkpoint() if checkpoint else edges.localCheckpoint()
-        if _is_star_forest(edges):
-            break
+    while not _is_star_forest(edges):
         if rounds == max_iterations:
             raise ClusteringDidNotConverge(
                 f"connected components did not converge in {max_iterations} rounds; "
                 "raise --max-cc-iterations")
-        edges = _small_star(_large_star(edges))
+        edges = saved(_small_star(_large_star(edges)))
         rounds += 1
     parent = edges.select(F.col("src").alias("id"), F.col("dst").alias("cluster_id"))
     labelled = vertices.select("id").distinct().join(parent, "id", "left").select(
