@@ -70,7 +70,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser(prog: str, description: str, need_input: bool = True) -> argparse.ArgumentParser:
+def build_parser(prog: str, description: str, need_input: bool = True,
+                 exclude: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     parser = _Parser(prog=prog, description=description)
     if need_input:
         parser.add_argument("--input", required=True,
@@ -79,20 +80,32 @@ def build_parser(prog: str, description: str, need_input: bool = True) -> argpar
     parser.add_argument("--config", help="YAML file whose keys are these flags without "
                                          "the dashes (see conf/); flags given here win")
     for key in DedupConfig.keys():
+        if key in exclude:
+            continue
         flag = "--" + key.replace("_", "-")
         parser.add_argument(flag, dest=key, default=argparse.SUPPRESS, help=_HELP[key],
                             **_TYPES.get(key, {}))
     return parser
 
 
-def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None
-          ) -> tuple[argparse.Namespace, DedupConfig]:
-    """Parse flags, merge with ``--config``, validate. Exits with one line on error."""
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None,
+          job_keys: dict[str, str] | None = None) -> tuple[argparse.Namespace, DedupConfig]:
+    """Parse flags, merge with ``--config``, validate. Exits with one line on error.
+
+    ``job_keys`` maps YAML keys of the job's own flags (not :class:`DedupConfig`
+    keys) to their ``args`` attribute; a flag given on the command line wins.
+    """
     args = parser.parse_args(argv)
     values: dict[str, Any] = {}
     try:
         if args.config:
             values.update(load_yaml(args.config))
+        for key, dest in (job_keys or {}).items():
+            for spelling in (key, key.replace("_", "-"), key.replace("-", "_")):
+                if spelling in values:
+                    value = values.pop(spelling)
+                    if getattr(args, dest, None) is None:
+                        setattr(args, dest, value)
         values.update({k: getattr(args, k) for k in DedupConfig.keys() if hasattr(args, k)})
         cfg = DedupConfig.from_mapping(values, source=args.config or "flags")
         precheck_paths(args)

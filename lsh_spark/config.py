@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-FORMATS = ("jsonl", "parquet", "csv", "text")
+FORMATS = ("jsonl", "parquet", "csv", "text", "warc")
 TEXT_UNITS = ("line", "file")
 SHINGLE_KINDS = ("word", "char")
 KEEP_POLICIES = ("min-id", "longest")

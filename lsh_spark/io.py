@@ -29,6 +29,7 @@ CORRUPT = "_corrupt_record"
 _EXTENSIONS = {
     ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
     ".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".txt": "text", ".text": "text",
+    ".warc": "warc", ".wet": "warc",
 }
 _COMPRESSION = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz")
 _ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
@@ -71,6 +72,22 @@ class FileSystem:
             if not posixpath.basename(name).startswith((".", "_")):
                 out.append((name, int(st.getLen()), int(st.getModificationTime())))
         return tuple(sorted(out))
+
+    def list_names(self, path: str) -> list[str]:
+        """Names of the direct children of directory ``path`` (empty if it is absent)."""
+        if not self.exists(path):
+            return []
+        return sorted(str(st.getPath().getName()) for st in self._fs.listStatus(self._p(path)))
+
+    def rename_new(self, src: str, dst: str) -> bool:
+        """Rename ``src`` to ``dst`` unless ``dst`` exists; False if it does.
+
+        On HDFS the rename itself refuses an existing destination (atomic); on
+        other file systems the check runs just before the rename.
+        """
+        if self.exists(dst):
+            return False
+        return bool(self._fs.rename(self._p(src), self._p(dst)))
 
     def list_files(self, path: str) -> list[str]:
         """Data files below ``path`` (recursively), skipping hidden and ``_`` files."""
@@ -127,7 +144,7 @@ def detect_format(files: list[str]) -> str:
         if ext not in _EXTENSIONS:
             raise ConfigError(
                 f"--format: cannot tell the format of {name!r} from its extension; "
-                "allowed: jsonl | parquet | csv | text (pass --format)"
+                "allowed: jsonl | parquet | csv | text | warc (pass --format)"
             )
         found.add(_EXTENSIONS[ext])
     if len(found) != 1:
@@ -227,6 +244,13 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
         df = _read_csv(spark, path, sep)
     elif fmt == "parquet":
         df = spark.read.option("recursiveFileLookup", "true").parquet(path)
+    elif fmt == "warc":
+        if cfg.id_col != "id":
+            raise ConfigError(f"--id-col: got {cfg.id_col!r}; with --format warc the id is "
+                              "the WARC-Record-ID (leave --id-col unset)")
+        from lsh_spark.warc import read_warc
+        return read_warc(spark, path, cfg.text_col), {
+            "format": fmt, "files": len(files), "derived_ids": False}
     elif fmt == "text":
         wholetext = cfg.text_unit == "file"
         df = (
@@ -234,7 +258,7 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
             .text(path, wholetext=wholetext).select(F.col("value").alias(cfg.text_col), "_metadata.file_path")
         )
     else:  # validated by DedupConfig; kept for a clear message if called directly
-        raise ConfigError(f"--format: got {fmt!r}; allowed: jsonl | parquet | csv | text")
+        raise ConfigError(f"--format: got {fmt!r}; allowed: jsonl | parquet | csv | text | warc")
 
     if cfg.text_col not in df.columns:
         cols = ", ".join(c for c in df.columns if c not in (CORRUPT, "file_path"))

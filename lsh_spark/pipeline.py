@@ -30,7 +30,15 @@ from lsh_spark.candidates import (
 )
 from lsh_spark.cluster import apply_keep_policy, connected_components
 from lsh_spark.config import DedupConfig
-from lsh_spark.io import FileSystem, InputError, StagedOutput, check_unique_ids, read_corpus
+from lsh_spark.io import (
+    FileSystem,
+    InputError,
+    StagedOutput,
+    check_unique_ids,
+    detect_format,
+    input_files,
+    read_corpus,
+)
 from lsh_spark.minhash import minhash
 from lsh_spark.normalize import prepare
 from lsh_spark.session import size_shuffle_partitions
@@ -42,6 +50,7 @@ from lsh_spark.verify import (
     verify_blocks,
     verify_pairs,
 )
+from lsh_spark.warc import extract_warc, register_extracted, skipped_counts
 
 
 # Candidate documents' shingles up to this size are broadcast to the verify tasks.
@@ -329,6 +338,33 @@ def report_header(input_path: str, cfg: DedupConfig) -> dict[str, Any]:
             "parameters": cfg.to_dict()}
 
 
+def extract_crawl_input(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
+                        ) -> dict[str, Any]:
+    """For WARC input, extract the pages once into ``extracted/`` of the output.
+
+    Later reads of ``input_path`` in this process read that Parquet instead of
+    parsing the crawl files again.  Returns the report's ``warc`` section
+    (empty for other formats).
+    """
+    fmt = cfg.format or detect_format(input_files(spark, input_path))
+    if fmt != "warc":
+        return {}
+    timer = Timer(spark)
+    with timer("extract"):
+        out.write(extract_warc(spark, input_path, cfg.text_col), "extracted")
+        extracted = _read(spark, out, "extracted")
+        register_extracted(input_path, out.path("extracted"))
+        skipped = skipped_counts(extracted)
+        records = extracted.count()
+    return {"warc": {"records": records, "skipped": sum(skipped.values()),
+                     "skipped_by_reason": skipped}, "seconds": timer.seconds}
+
+
+def release_crawl_input(input_path: str, out: Output) -> None:
+    register_extracted(input_path, None)
+    out.fs.delete(out.path("extracted"))
+
+
 def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfig,
               overwrite: bool = False) -> dict[str, Any]:
     """Run every stage into ``output`` atomically and return the report."""
@@ -337,8 +373,10 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
     try:
         size_shuffle_partitions(spark, FileSystem(spark, input_path).size_bytes(input_path))
         spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
+        crawl = extract_crawl_input(spark, input_path, out, cfg)
         report = merge_reports(
             report_header(input_path, cfg),
+            crawl,
             stage_signatures(spark, input_path, out, cfg),
             stage_candidates(spark, out, cfg),
             stage_verify(spark, out, cfg),
@@ -356,9 +394,11 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
         # Shingle sets are only needed up to verification; stage-by-stage runs
         # keep them (see the README).
         out.fs.delete(out.path("shingles"))
+        release_crawl_input(input_path, out)
         out.write_json("report.json", report)
         out.commit()
     except BaseException:
+        register_extracted(input_path, None)
         out.abort()
         raise
     return report

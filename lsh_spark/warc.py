@@ -1,0 +1,231 @@
+"""WARC, WARC.gz and WET crawl files as a corpus: one row per page.
+
+Files are read through Spark's ``binaryFile`` source (any Hadoop file system:
+local, HDFS, S3A, ...), one file per row, and parsed in the Python workers with
+FastWARC (``ArchiveIterator``, gzip/zstd/lz4 detected from the bytes).  The main
+text of an HTML page is extracted with Resiliparse (``extract_plain_text`` with
+``main_content=True``, after encoding detection); WET ``conversion`` records
+already hold plain text.
+
+Each record becomes a row with ``id`` (its WARC-Record-ID), ``url``
+(WARC-Target-URI), ``fetch_time`` (WARC-Date), ``warc_record_id``,
+``content_digest`` (WARC-Payload-Digest, else WARC-Block-Digest), ``warc_file``,
+``warc_offset`` and the text, plus two reasons:
+
+* ``reject_reason`` for records that are bad input: a file that stops parsing
+  (``invalid_record``), a page whose extraction fails (``extract_failed``) or
+  yields no text (``empty_text``), a record without WARC-Record-ID (``null_id``).
+  These go to ``rejects/``.
+* ``skip_reason`` for records that are valid but not pages to deduplicate:
+  ``request``/``metadata``/``warcinfo``/``revisit`` records, HTTP status other
+  than 200, content types other than HTML.  They are counted in the report
+  (``warc.skipped_by_reason``) and dropped.
+
+``response`` records without an HTTP envelope whose WARC Content-Type is HTML
+(as some archive exports write them) and ``resource`` records are read as the
+page body itself.
+
+Example
+-------
+>>> df = read_warc(spark, "crawl/", text_col="text")  # doctest: +SKIP
+>>> df.filter("skip_reason is null").select("id", "url", "text").show()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+from datetime import timezone
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+# Rows per Arrow batch handed back to Spark (bounds a worker's memory to about
+# this many extracted texts, whatever the size of the WARC file).
+OUT_BATCH_ROWS = 512
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+WARC_COLUMNS = ("id", "url", "fetch_time", "warc_record_id", "content_digest",
+                "warc_file", "warc_offset")
+
+
+def warc_schema(text_col: str) -> T.StructType:
+    return T.StructType([
+        T.StructField("id", T.StringType(), True),
+        T.StructField("url", T.StringType(), True),
+        T.StructField("fetch_time", T.TimestampType(), True),
+        T.StructField("warc_record_id", T.StringType(), True),
+        T.StructField("content_digest", T.StringType(), True),
+        T.StructField("warc_file", T.StringType(), True),
+        T.StructField("warc_offset", T.LongType(), True),
+        T.StructField(text_col, T.StringType(), True),
+        T.StructField("reject_reason", T.StringType(), True),
+        T.StructField("skip_reason", T.StringType(), True),
+    ])
+
+
+def _media_type(value: str | None) -> str:
+    return (value or "").split(";", 1)[0].strip().lower()
+
+
+def _html_text(body: bytes, charset: str | None) -> str:
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.encoding import detect_encoding
+    from resiliparse.parse.html import HTMLTree
+
+    tree = HTMLTree.parse_from_bytes(body, charset or detect_encoding(body))
+    return extract_plain_text(tree, main_content=True)
+
+
+def _decode_text(body: bytes, charset: str | None) -> str:
+    from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+
+    return bytes_to_str(body, charset or detect_encoding(body))
+
+
+def parse_records(data: bytes, file_name: str) -> Iterator[dict]:
+    """Rows (as dicts) for every record of one WARC/WET file's bytes.
+
+    Never raises on bad input: a file that stops parsing yields one reject row
+    naming the file, the position and the parser's message.
+    """
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    base = {"warc_file": file_name}
+    n = 0
+    pos = 0
+    try:
+        for rec in ArchiveIterator(io.BytesIO(data), record_types=WarcRecordType.any_type,
+                                   parse_http=True):
+            n += 1
+            pos = int(rec.stream_pos)
+            headers = rec.headers
+            rid = headers.get("WARC-Record-ID")
+            date = rec.record_date
+            if date is not None and date.tzinfo is None:
+                date = date.replace(tzinfo=timezone.utc)
+            row = dict(base, id=rid, warc_record_id=rid, url=headers.get("WARC-Target-URI"),
+                       fetch_time=date, warc_offset=pos,
+                       content_digest=headers.get("WARC-Payload-Digest")
+                       or headers.get("WARC-Block-Digest"))
+            rtype = str(rec.record_type)
+            skip, text, body, charset, kind = None, None, None, None, None
+            if rtype == "response" and rec.is_http:
+                status = rec.http_headers.status_code
+                ctype = _media_type(rec.http_content_type)
+                if status != 200:
+                    skip = f"http_status: {status}"
+                elif ctype not in _HTML_TYPES:
+                    skip = f"not_html: {ctype or 'no content type'}"
+                else:
+                    kind, charset = "html", rec.http_charset
+            elif rtype in ("response", "resource"):
+                ctype = _media_type(headers.get("Content-Type"))
+                if ctype in _HTML_TYPES:
+                    kind = "html"
+                    charset = headers.get("Content-Type", "").partition("charset=")[2].strip()
+                    charset = charset.strip('"') or None
+                else:
+                    skip = f"not_html: {ctype or 'no content type'}"
+            elif rtype == "conversion":
+                kind = "text"
+            else:
+                skip = f"record_type: {rtype}"
+            if kind is not None:
+                body = rec.reader.read()
+            else:
+                rec.reader.consume()
+            if skip is not None:
+                yield dict(row, skip_reason=skip)
+                continue
+            if rid is None:
+                yield dict(row, reject_reason="null_id: record has no WARC-Record-ID")
+                continue
+            try:
+                text = _html_text(body, charset) if kind == "html" else _decode_text(body, None)
+            except Exception as exc:  # noqa: BLE001 - any extractor failure is a reject
+                msg = " ".join(str(exc).split())[:120]
+                yield dict(row, reject_reason=f"extract_failed: {type(exc).__name__}: {msg}")
+                continue
+            if not text or not text.strip():
+                yield dict(row, reject_reason="empty_text: no text extracted from the page")
+                continue
+            yield dict(row, text=text)
+    except Exception as exc:  # noqa: BLE001 - the rest of the file is unreadable
+        msg = " ".join(str(exc).split())[:160]
+        yield dict(base, warc_offset=pos, reject_reason=(
+            f"invalid_record: WARC parse error in {posixpath.basename(file_name)} after "
+            f"{n} records: {type(exc).__name__}: {msg}"))
+
+
+def _extract_batches(text_col: str):
+    schema = warc_schema(text_col)
+    arrow_schema = pa.schema([
+        pa.field("id", pa.string()), pa.field("url", pa.string()),
+        pa.field("fetch_time", pa.timestamp("us", tz="UTC")),
+        pa.field("warc_record_id", pa.string()), pa.field("content_digest", pa.string()),
+        pa.field("warc_file", pa.string()), pa.field("warc_offset", pa.int64()),
+        pa.field(text_col, pa.string()), pa.field("reject_reason", pa.string()),
+        pa.field("skip_reason", pa.string()),
+    ])
+    names = [f.name for f in schema.fields]
+
+    def flush(rows: list[dict]) -> pa.RecordBatch:
+        cols = {name: [r.get(name) for r in rows] for name in names}
+        cols[text_col] = [r.get("text") for r in rows]
+        return pa.RecordBatch.from_pydict(cols, schema=arrow_schema)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows: list[dict] = []
+        for batch in batches:
+            paths = batch.column("path").to_pylist()
+            contents = batch.column("content")
+            for i, path in enumerate(paths):
+                for row in parse_records(contents[i].as_py(), path):
+                    rows.append(row)
+                    if len(rows) >= OUT_BATCH_ROWS:
+                        yield flush(rows)
+                        rows = []
+        if rows:
+            yield flush(rows)
+
+    return run, schema
+
+
+# Extracted corpora already written by this process, by input path: the
+# pipeline reads its input twice (signatures, then deduped/), and extraction is
+# the expensive part, so run_dedup writes it once and registers the copy here.
+_EXTRACTED: dict[str, str] = {}
+
+
+def register_extracted(input_path: str, parquet_path: str | None) -> None:
+    if parquet_path is None:
+        _EXTRACTED.pop(input_path, None)
+    else:
+        _EXTRACTED[input_path] = parquet_path
+
+
+def extract_warc(spark: SparkSession, path: str, text_col: str = "text") -> DataFrame:
+    """Every record of the WARC/WET files under ``path``, with reject and skip reasons."""
+    raw = (spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(path)
+           .select("path", "content"))
+    fn, schema = _extract_batches(text_col)
+    return raw.mapInArrow(fn, schema)
+
+
+def read_warc(spark: SparkSession, path: str, text_col: str = "text") -> DataFrame:
+    """The pages of ``path`` (skipped records dropped), as the pipeline's input."""
+    done = _EXTRACTED.get(path)
+    df = spark.read.parquet(done) if done else extract_warc(spark, path, text_col)
+    return df.filter(F.col("skip_reason").isNull()).drop("skip_reason")
+
+
+def skipped_counts(extracted: DataFrame) -> dict[str, int]:
+    """``{reason: records}`` of the skipped records, the 50 most frequent reasons."""
+    rows = (extracted.filter(F.col("skip_reason").isNotNull()).groupBy("skip_reason")
+            .agg(F.count(F.lit(1)).alias("n")).orderBy(F.col("n").desc(), "skip_reason")
+            .limit(50).collect())
+    return {r["skip_reason"]: int(r["n"]) for r in rows}
