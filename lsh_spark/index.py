@@ -30,7 +30,6 @@ them.
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 import time
 import uuid
@@ -224,15 +223,21 @@ class CrawlIndex:
                 f"--index: {self.root} moved from version {parent_version} to "
                 f"{latest[-1]} while this run was working (another batch or a compaction "
                 "committed first); nothing was committed: run this batch again")
-        for name in staged:
-            self.fs.rename(self.staging_path(name), self.segment_path(name))
         tmp = f"{self.root}/_manifests/.v{new.version:08d}.{uuid.uuid4().hex[:12]}.tmp"
-        self.fs.write_text(tmp, new.to_json(parent.version if parent else None))
-        target = self._manifest_path(new.version)
-        if not self.fs.rename_new(tmp, target):
-            self.fs.delete(tmp)
+        moved: list[str] = []
+        committed = False
+        try:
             for name in staged:
-                self.fs.delete(self.segment_path(name))
+                self.fs.rename(self.staging_path(name), self.segment_path(name))
+                moved.append(name)
+            self.fs.write_text(tmp, new.to_json(parent.version if parent else None))
+            committed = self.fs.rename_new(tmp, self._manifest_path(new.version))
+        finally:
+            if not committed:
+                self.fs.delete(tmp)
+                for name in moved:
+                    self.fs.delete(self.segment_path(name))
+        if not committed:
             raise IndexConflict(
                 f"--index: version {new.version} of {self.root} was committed by another "
                 "run at the same moment; nothing was committed: run this batch again")
@@ -264,10 +269,6 @@ def describe(manifest: Manifest | None) -> dict[str, Any]:
     return {"version": manifest.version, "documents": docs, "bytes": manifest.bytes,
             "bytes_per_document": round(manifest.bytes / docs, 1) if docs else None,
             "segments": len(manifest.segments), "batches": len(manifest.batches)}
-
-
-def basename(path: str) -> str:
-    return posixpath.basename(path.rstrip("/"))
 
 
 def compact(spark: SparkSession, root: str, target_file_bytes: int = 256 << 20,

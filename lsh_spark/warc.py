@@ -13,7 +13,8 @@ Each record becomes a row with ``id`` (its WARC-Record-ID), ``url``
 ``warc_offset`` and the text, plus two reasons:
 
 * ``reject_reason`` for records that are bad input: a file that stops parsing
-  (``invalid_record``), a page whose extraction fails (``extract_failed``) or
+  (``invalid_record``), a record cut short by the end of its file
+  (``truncated_record``), a page whose extraction fails (``extract_failed``) or
   yields no text (``empty_text``), a record without WARC-Record-ID (``null_id``).
   These go to ``rejects/``.
 * ``skip_reason`` for records that are valid but not pages to deduplicate:
@@ -136,6 +137,12 @@ def parse_records(data: bytes, file_name: str) -> Iterator[dict]:
                 skip = f"record_type: {rtype}"
             if kind is not None:
                 body = rec.reader.read()
+                encoded = rec.is_http and rec.http_headers.get("Content-Encoding")
+                if len(body) < rec.content_length and not encoded:
+                    yield dict(row, reject_reason=(
+                        f"truncated_record: the file ends {rec.content_length - len(body)} "
+                        f"bytes into this record's {rec.content_length}-byte payload"))
+                    continue
             else:
                 rec.reader.consume()
             if skip is not None:

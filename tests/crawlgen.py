@@ -76,8 +76,8 @@ def write_warc(path: str, records: list[dict]) -> None:
         fh.write(buf.getvalue())
 
 
-def day(n: int) -> str:
-    return f"2026-11-{n:02d}T03:00:00Z"
+def day(n: int, hour: int = 3) -> str:
+    return f"2026-11-{n:02d}T{hour:02d}:00:00Z"
 
 
 def batches(root: str) -> dict[str, str]:
@@ -88,7 +88,7 @@ def batches(root: str) -> dict[str, str]:
       a non-HTML response and a page with no text.
     batch 2 (day 11): an exact copy of a batch-1 page, a near copy of another,
       a second nytimes article (same template, different article: new), a new
-      page and a within-batch near pair.
+      page and a within-batch near pair (the copy fetched two hours later).
     batch 3 (day 12): a near copy of the batch-2 nytimes article, a third
       nytimes article, a new page, and a copy of a batch-1 page whose fetch time
       is older than the indexed one (supersedes it with --keep oldest).
@@ -112,7 +112,8 @@ def batches(root: str) -> dict[str, str]:
         dict(url=u + "nyt/2", date=day(11), html=page("nytimes-2")),
         dict(url=u + "moz/1", date=day(11), html=page("mozilla-1")),
         dict(url=u + "wapo/2", date=day(11), html=page("wapo-2")),
-        dict(url="https://copy.example/wapo-2", date=day(11), html=near_copy(page("wapo-2"))),
+        dict(url="https://copy.example/wapo-2", date=day(11, 5),
+             html=near_copy(page("wapo-2"))),
     ]
     b3 = [
         dict(url="https://copy.example/nyt-2", date=day(12), html=near_copy(page("nytimes-2"))),

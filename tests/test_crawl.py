@@ -1,0 +1,266 @@
+"""Incremental crawl dedup: three nightly WARC batches against one index.
+
+The batches (``crawlgen.batches``) are built from real pages: later batches
+hold exact and near copies of earlier pages, pages of the same site template
+with other articles (never duplicates), new pages, and an archive copy older
+than the indexed page.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from crawlgen import batches, day
+from lsh_spark.config import DedupConfig
+from lsh_spark.crawl import run_crawl_batch
+from lsh_spark.index import CrawlIndex, IndexConflict, IndexError, compact
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CFG = DedupConfig()
+
+
+def tree_digest(root: str, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """{relative path: sha256} of every file under root (the bytes of the index)."""
+    out = {}
+    for d, _, files in os.walk(root):
+        rel_d = os.path.relpath(d, root)
+        if any(rel_d == s or rel_d.startswith(s + os.sep) for s in skip):
+            continue
+        for f in files:
+            p = os.path.join(d, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def rows(spark, path, *cols):
+    return sorted(tuple(r[c] for c in cols) for r in spark.read.parquet(str(path)).collect())
+
+
+@pytest.fixture(scope="module")
+def crawl(spark, tmp_path_factory):
+    """Batches 1 and 2 committed; batch 3 left to the tests (on copies of the index)."""
+    root = tmp_path_factory.mktemp("crawl")
+    b = batches(str(root / "in"))
+    index = root / "index"
+    reports = {}
+    for name in ("batch-1", "batch-2"):
+        reports[name] = run_crawl_batch(spark, b[name], str(index), str(root / "out" / name), CFG)
+    return {"root": root, "batches": b, "index": index, "reports": reports}
+
+
+def urls(spark, out, name, col="url"):
+    return sorted(r[col] for r in spark.read.parquet(str(out / name)).collect())
+
+
+def test_first_batch_creates_the_index(crawl, spark):
+    r = crawl["reports"]["batch-1"]
+    out = crawl["root"] / "out" / "batch-1"
+    assert r["status"] == "committed" and r["index"]["after"]["version"] == 1
+    # 10 records: a 404, a request and a JSON response are skipped, a page
+    # without text is rejected, the mirror is a duplicate within the batch.
+    assert r["warc"]["skipped_by_reason"] == {
+        "http_status: 404": 1, "record_type: request": 1, "not_html: application/json": 1}
+    assert r["rejects_by_reason"] == {"empty_text": 1}
+    assert r["counts"]["new_documents"] == 5 and r["counts"]["duplicates_within_batch"] == 1
+    dups = spark.read.parquet(str(out / "duplicates")).collect()
+    assert len(dups) == 1 and dups[0]["jaccard"] == 1.0
+    assert dups[0]["duplicate_of_source"] == "batch"
+    assert r["index"]["after"]["documents"] == 5
+    assert r["index"]["after"]["bytes"] > 0 and r["index"]["after"]["bytes_per_document"] > 0
+
+
+def test_second_batch_finds_copies_of_indexed_pages(crawl, spark):
+    r = crawl["reports"]["batch-2"]
+    out = crawl["root"] / "out" / "batch-2"
+    assert r["counts"]["duplicates_of_index"] == 2
+    assert r["counts"]["duplicates_within_batch"] == 1
+    assert urls(spark, out, "deduped") == [
+        "https://news.example/moz/1", "https://news.example/nyt/2", "https://news.example/wapo/2"]
+    dups = {row["id"]: row for row in spark.read.parquet(str(out / "duplicates")).collect()}
+    index_docs = {row["id"]: row["url"] for row in CrawlIndex(spark, str(crawl["index"]))
+                  .docs(CrawlIndex(spark, str(crawl["index"])).current()).collect()}
+    by_url = {}
+    deduped_raw = spark.read.parquet(str(crawl["root"] / "out" / "batch-2" / "deduped"))
+    batch_urls = {row["id"]: row["url"] for row in deduped_raw.collect()}
+    for row in dups.values():
+        target = index_docs.get(row["duplicate_of"]) or batch_urls.get(row["duplicate_of"])
+        by_url[target] = (row["duplicate_of_source"], row["jaccard"])
+    assert by_url["https://news.example/wapo/1"] == ("index", 1.0)
+    src, j = by_url["https://news.example/medium/1"]
+    assert src == "index" and 0.8 <= j < 1.0
+    src, j = by_url["https://news.example/wapo/2"]
+    assert src == "batch" and 0.8 <= j < 1.0
+    # same template (nytimes-2 vs nytimes-1 in the index), different article: new
+    assert "https://news.example/nyt/2" in batch_urls.values()
+    assert r["index"]["after"]["documents"] == 8 and r["index"]["before"]["documents"] == 5
+    assert r["lookup"]["index_documents_looked_up"] >= 2
+
+
+def test_rerun_of_a_committed_batch_changes_nothing(crawl, spark):
+    index = str(crawl["index"])
+    before = tree_digest(index)
+    out = crawl["root"] / "out" / "batch-2"
+    out_before = tree_digest(str(out))
+    r = run_crawl_batch(spark, crawl["batches"]["batch-2"], index, str(out), CFG)
+    assert r["status"] == "already_applied"
+    assert r["counts"]["new_documents"] == 0
+    assert tree_digest(index) == before
+    assert tree_digest(str(out)) == out_before  # the first run's output stands
+    # to a new output directory: only a report saying so
+    fresh = crawl["root"] / "out" / "batch-2-again"
+    r = run_crawl_batch(spark, crawl["batches"]["batch-2"], index, str(fresh), CFG)
+    assert json.loads((fresh / "report.json").read_text())["status"] == "already_applied"
+    assert tree_digest(index) == before
+
+
+def test_third_batch_and_keep_oldest_supersedes(crawl, spark, tmp_path):
+    index = tmp_path / "index"
+    shutil.copytree(crawl["index"], index)
+    out = tmp_path / "out"
+    r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(out), CFG)
+    assert r["counts"]["duplicates_of_index"] == 1       # near copy of nyt/2 (batch 2)
+    assert r["counts"]["superseded_index_documents"] == 1  # ars/1, by an older copy
+    sup = spark.read.parquet(str(out / "superseded")).collect()
+    assert len(sup) == 1 and 0.8 <= sup[0]["jaccard"] < 1.0
+    idx = CrawlIndex(spark, str(index))
+    live = {row["url"] for row in idx.docs(idx.current()).collect()}
+    assert "https://archive.example/ars-1" in live and "https://news.example/ars/1" not in live
+    assert "https://news.example/nyt/3" in live  # third article of the template: new
+    assert r["index"]["after"]["documents"] == 8 + 3 - 1
+
+    # --keep newest on the same state: the archive copy is a duplicate instead
+    index2 = tmp_path / "index2"
+    shutil.copytree(crawl["index"], index2)
+    r2 = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index2), str(tmp_path / "o2"),
+                         CFG, keep="newest")
+    assert r2["counts"]["superseded_index_documents"] == 1  # nyt/2 replaced by its copy
+    assert r2["counts"]["duplicates_of_index"] == 1         # the older archive copy of ars
+
+
+@pytest.mark.parametrize("where", ["stage_verify", "_lookup", "write_segment", "rename_new"])
+def test_a_run_that_dies_leaves_the_index_as_it_was(crawl, spark, tmp_path, monkeypatch, where):
+    import lsh_spark.crawl as crawl_mod
+    import lsh_spark.index as index_mod
+    from lsh_spark.io import FileSystem
+
+    index = tmp_path / "index"
+    shutil.copytree(crawl["index"], index)
+    before = tree_digest(str(index))
+
+    def die(*a, **k):
+        raise RuntimeError("killed at " + where)
+
+    target = {"stage_verify": (crawl_mod, "stage_verify"), "_lookup": (crawl_mod, "_lookup"),
+              "write_segment": (index_mod.CrawlIndex, "write_segment"),
+              "rename_new": (FileSystem, "rename_new")}[where]
+    with monkeypatch.context() as m:
+        m.setattr(*target, die)
+        with pytest.raises(RuntimeError, match="killed at"):
+            run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index),
+                            str(tmp_path / "out"), CFG)
+    assert tree_digest(str(index), skip=("_staging",)) == before
+    assert not os.listdir(index / "_staging")
+    # and the batch then runs normally
+    r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "out"),
+                        CFG)
+    assert r["status"] == "committed" and r["index"]["after"]["version"] == 3
+
+
+def test_conflicting_commit_and_wrong_parameters_are_refused(crawl, spark, tmp_path):
+    index = tmp_path / "index"
+    shutil.copytree(crawl["index"], index)
+    idx = CrawlIndex(spark, str(index))
+    stale = idx.load(1)
+    with pytest.raises(IndexConflict, match="moved from version 1 to 2"):
+        idx.commit(stale, type(stale)(version=2, params=stale.params), [])
+    with pytest.raises(IndexError, match=r"--num-perm: got 64 but the index .* built with 128"):
+        run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "o"),
+                        DedupConfig(num_perm=64))
+    assert idx.current().version == 2
+
+
+def test_compaction_keeps_the_content_and_lookups_work(crawl, spark, tmp_path):
+    index = tmp_path / "index"
+    shutil.copytree(crawl["index"], index)
+    run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "o3"), CFG)
+    idx = CrawlIndex(spark, str(index))
+    cols = ("doc", "id", "url", "fetch_time", "batch_id", "added_version", "shingles")
+    docs_before = sorted(tuple(map(str, (r[c] for c in cols)))
+                         for r in idx.docs(idx.current()).collect())
+    bands_before = sorted(
+        tuple(r) for r in idx.bands(idx.current())
+        .join(idx.docs(idx.current()).select("doc"), "doc", "left_semi").collect())
+    result = compact(spark, str(index))
+    assert result["before"]["segments"] == 3 and result["after"]["segments"] == 1
+    assert result["after"]["documents"] == result["before"]["documents"] == 10
+    m = idx.current()
+    assert m.version == 4 and len(m.batches) == 3
+    assert sorted(tuple(map(str, (r[c] for c in cols)))
+                  for r in idx.docs(m).collect()) == docs_before
+    assert sorted(tuple(r) for r in idx.bands(m).collect()) == bands_before
+    assert os.listdir(index / "segments") == [m.segments[0]["name"]]
+    # a later batch still finds copies of compacted documents
+    from crawlgen import page, write_warc
+    b4 = tmp_path / "batch-4"
+    write_warc(str(b4 / "x.warc.gz"), [
+        dict(url="https://late.example/lwn", date=day(20), html=page("lwn-1"))])
+    r = run_crawl_batch(spark, str(b4), str(index), str(tmp_path / "o4"), CFG)
+    assert r["counts"]["duplicates_of_index"] == 1 and r["index"]["after"]["version"] == 5
+
+
+def test_already_indexed_record_ids_are_rejected(crawl, spark, tmp_path):
+    index = tmp_path / "index"
+    shutil.copytree(crawl["index"], index)
+    r = run_crawl_batch(spark, crawl["batches"]["batch-2"], str(index), str(tmp_path / "o"),
+                        CFG, batch_id="batch-2-under-another-id")
+    assert r["counts"]["already_indexed"] == 3  # the three new pages of batch 2
+    assert r["counts"]["new_documents"] == 0
+    reasons = {row["reason"].split(":")[0]
+               for row in spark.read.parquet(str(tmp_path / "o" / "rejects")).collect()}
+    assert reasons == {"already_indexed"}
+
+
+@pytest.mark.slow
+def test_spark_submit_killed_mid_run_leaves_the_index_unchanged(crawl, tmp_path):
+    """SIGKILL the whole spark-submit process group once verification has
+    written its pairs, then re-run the same batch to completion."""
+    index = tmp_path / "index"
+    shutil.copytree(crawl["index"], index)
+    before = tree_digest(str(index))
+    out = tmp_path / "out"
+    cmd = [os.path.join(os.path.dirname(sys.executable), "spark-submit"),
+           "--master", "local[2]", os.path.join(ROOT, "jobs", "crawl_dedup.py"),
+           "--batch", crawl["batches"]["batch-3"], "--index", str(index), "--output", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        killed = False
+        while time.time() < deadline and proc.poll() is None:
+            staged = [d for d in os.listdir(tmp_path) if d.startswith(".out.inprogress-")]
+            if staged and os.path.exists(tmp_path / staged[0] / "pairs" / "_SUCCESS"):
+                os.killpg(proc.pid, signal.SIGKILL)
+                killed = True
+                break
+            time.sleep(0.1)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert killed, "the job ended before it could be killed between stages"
+    assert tree_digest(str(index), skip=("_staging",)) == before
+    assert not out.exists()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
+    assert summary["status"] == "committed" and summary["index_version"] == 3

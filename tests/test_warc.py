@@ -1,0 +1,120 @@
+"""WARC/WET input: record selection, rejects, metadata, and dedup.py --format warc."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+
+import pytest
+
+from crawlgen import day, near_copy, page, record_id, write_warc
+from lsh_spark.config import DedupConfig
+from lsh_spark.io import detect_format
+from lsh_spark.warc import parse_records
+
+pytest.importorskip("warcio")
+
+
+def _bytes(tmp_path, records) -> bytes:
+    path = tmp_path / "x.warc.gz"
+    write_warc(str(path), records)
+    return path.read_bytes()
+
+
+def test_keeps_200_html_and_carries_metadata(tmp_path):
+    data = _bytes(tmp_path, [dict(url="https://a.example/1", date=day(3), html=page("ars-1"))])
+    (row,) = list(parse_records(data, "file:/x.warc.gz"))
+    assert row["id"] == record_id("https://a.example/1", day(3)) == row["warc_record_id"]
+    assert row["url"] == "https://a.example/1"
+    assert row["fetch_time"].isoformat() == "2026-11-03T03:00:00+00:00"
+    assert row["content_digest"].startswith("sha1:")
+    assert row.get("reject_reason") is None and row.get("skip_reason") is None
+    # main-content extraction: article text in, navigation scripts out
+    assert "function(" not in row["text"] and len(row["text"].split()) > 300
+
+
+def test_skips_and_rejects_with_reasons(tmp_path):
+    data = _bytes(tmp_path, [
+        dict(url="https://a.example/404", date=day(1), status=404, html=b"<p>gone</p>"),
+        dict(url="https://a.example/r", date=day(1), kind="request"),
+        dict(url="https://a.example/j", date=day(1), type="application/json", html=b"{}"),
+        dict(url="https://a.example/b", date=day(1),
+             html=b"<html><body><script>var x;</script></body></html>"),
+        dict(url="https://a.example/ok", date=day(1), html=page("mozilla-2")),
+    ])
+    rows = {r["url"]: r for r in parse_records(data, "f.warc.gz")}
+    assert rows["https://a.example/404"]["skip_reason"] == "http_status: 404"
+    assert rows["https://a.example/r"]["skip_reason"] == "record_type: request"
+    assert rows["https://a.example/j"]["skip_reason"] == "not_html: application/json"
+    assert rows["https://a.example/b"]["reject_reason"].startswith("empty_text:")
+    assert rows["https://a.example/ok"]["text"]
+    assert sum(1 for r in rows.values() if r.get("skip_reason") is None
+               and r.get("reject_reason") is None) == 1
+
+
+def test_truncated_and_garbage_files_become_one_reject(tmp_path):
+    good = _bytes(tmp_path, [dict(url="https://a.example/1", date=day(1), html=page("ars-1")),
+                             dict(url="https://a.example/2", date=day(1), html=page("lwn-1"))])
+    cut = list(parse_records(good[: len(good) - 3000], "dir/cut.warc.gz"))
+    assert [r.get("url") for r in cut if r.get("text")] == ["https://a.example/1"]
+    assert cut[-1]["url"] == "https://a.example/2"
+    assert cut[-1]["reject_reason"].startswith("truncated_record: the file ends ")
+    junk = list(parse_records(gzip.compress(b"this is not a WARC file\r\n" * 50), "d/junk.warc.gz"))
+    assert len(junk) == 1
+    assert junk[0]["reject_reason"] == ("invalid_record: WARC parse error in junk.warc.gz after "
+                                        "0 records: OSError: Invalid WARC header")
+
+
+def test_wet_conversion_records_are_plain_text(tmp_path):
+    from warcio.warcwriter import WARCWriter
+
+    buf = io.BytesIO()
+    writer = WARCWriter(buf, gzip=True)
+    rec = writer.create_warc_record(
+        "https://a.example/t", "conversion", payload=io.BytesIO("héllo wörld\nline two".encode()),
+        warc_headers_dict={"WARC-Date": day(2), "Content-Type": "text/plain",
+                           "WARC-Record-ID": "<urn:uuid:wet-1>"})
+    writer.write_record(rec)
+    (row,) = list(parse_records(buf.getvalue(), "x.warc.wet.gz"))
+    assert row["text"] == "héllo wörld\nline two"
+    assert row["id"] == "<urn:uuid:wet-1>"
+
+
+def test_format_detection():
+    assert detect_format(["a/CC-MAIN-1.warc.gz", "a/b.warc"]) == "warc"
+    assert detect_format(["a/CC-MAIN-1.warc.wet.gz"]) == "warc"
+    with pytest.raises(Exception, match="--format"):
+        DedupConfig(format="arc")
+
+
+def test_dedup_job_reads_warc(spark, tmp_path):
+    from lsh_spark.pipeline import run_dedup
+
+    src = tmp_path / "crawl"
+    write_warc(str(src / "a.warc.gz"), [
+        dict(url="https://a.example/1", date=day(1), html=page("wapo-1")),
+        dict(url="https://a.example/2", date=day(1), html=page("wapo-2")),
+        dict(url="https://a.example/404", date=day(1), status=404, html=b"<p>x</p>"),
+    ])
+    write_warc(str(src / "b.warc.gz"), [
+        dict(url="https://b.example/1", date=day(2), html=near_copy(page("wapo-1"))),
+        dict(url="https://b.example/e", date=day(2), html=b"<html><body></body></html>"),
+    ])
+    (src / "c.warc.gz").write_bytes(gzip.compress(b"GET / HTTP/1.0\r\n" * 20))
+    out = tmp_path / "out"
+    report = run_dedup(spark, str(src), str(out), DedupConfig())
+    c = report["counts"]
+    assert report["input"]["format"] == "warc"
+    assert report["warc"]["skipped_by_reason"] == {"http_status: 404": 1}
+    assert c["input_records"] == c["accepted"] + c["rejected"]
+    assert c["accepted"] == 3 and c["deduped_documents"] == 2
+    reasons = sorted(r.split(":")[0] for r in report["rejects_by_reason"])
+    assert reasons == ["empty_text", "invalid_record"]
+    deduped = spark.read.parquet(str(out / "deduped"))
+    assert {"url", "fetch_time", "content_digest", "warc_record_id"} <= set(deduped.columns)
+    urls = {r["url"] for r in deduped.collect()}
+    assert urls == {"https://a.example/1", "https://a.example/2"}  # the near copy is removed
+    assert not os.path.exists(out / "extracted")
+    assert json.loads((out / "report.json").read_text())["warc"]["skipped"] == 1
