@@ -22,7 +22,7 @@ from lsh_spark.io import InputError
 from lsh_spark.session import build_session
 
 
-def main(argv=None) -> int:
+def build_crawl_parser():
     parser = build_parser("crawl_dedup.py", __doc__.split("\n\n")[1].replace("\n", " "),
                           need_input=False, exclude=("keep",))
     parser.add_argument("--batch", required=True,
@@ -35,6 +35,11 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", dest="crawl_keep", default=None, choices=CRAWL_KEEP,
                         help="which copy stays when a batch page duplicates an indexed one: "
                              "'oldest' (default; by fetch time, then batch order) or 'newest'")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_crawl_parser()
     args, cfg = parse(parser, argv, job_keys={"keep": "crawl_keep"})
     keep = args.crawl_keep or "oldest"
     if keep not in CRAWL_KEEP:

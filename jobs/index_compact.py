@@ -21,12 +21,17 @@ from lsh_spark.index import IndexConflict, compact
 from lsh_spark.session import build_session
 
 
-def main(argv=None) -> int:
+def build_compact_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="index_compact.py",
                                      description=__doc__.split("\n\n")[1].replace("\n", " "))
     parser.add_argument("--index", required=True, help="index directory")
     parser.add_argument("--target-file-mb", type=int, default=256,
                         help="approximate size of each rewritten Parquet file (default: 256)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_compact_parser()
     args = parser.parse_args(argv)
     if args.target_file_mb < 1:
         parser.exit(2, f"index_compact.py: error: --target-file-mb: got {args.target_file_mb}; "

@@ -75,3 +75,16 @@ def test_image_tag_is_pinned_and_matches_pyspark_version():
     for path in re.findall(r"^COPY\s+(.+?)\s+/opt/", text, re.M):
         for p in path.split():
             assert os.path.exists(os.path.join(ROOT, p)), p
+
+
+def test_image_installs_the_pinned_runtime_dependencies():
+    """Every runtime dependency but PySpark (the image's) and numpy (see the
+    Dockerfile's comment) is installed in the image at pyproject's pin."""
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
+        deps = re.search(r"^dependencies = \[(.*?)\]", fh.read(), re.M | re.S).group(1)
+    pins = re.findall(r'"([A-Za-z0-9_.-]+)==([^"]+)"', deps)
+    with open(os.path.join(ROOT, "Dockerfile"), encoding="utf-8") as fh:
+        text = fh.read()
+    for name, version in pins:
+        if name not in ("pyspark", "numpy"):
+            assert f'"{name}=={version}"' in text, name

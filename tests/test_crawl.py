@@ -241,8 +241,10 @@ def test_spark_submit_killed_mid_run_leaves_the_index_unchanged(crawl, tmp_path)
     cmd = [os.path.join(os.path.dirname(sys.executable), "spark-submit"),
            "--master", "local[2]", os.path.join(ROOT, "jobs", "crawl_dedup.py"),
            "--batch", crawl["batches"]["batch-3"], "--index", str(index), "--output", str(out)]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     try:
         deadline = time.time() + 240
         killed = False
@@ -260,7 +262,7 @@ def test_spark_submit_killed_mid_run_leaves_the_index_unchanged(crawl, tmp_path)
     assert killed, "the job ended before it could be killed between stages"
     assert tree_digest(str(index), skip=("_staging",)) == before
     assert not out.exists()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
     assert summary["status"] == "committed" and summary["index_version"] == 3
