@@ -40,6 +40,7 @@ from lsh_spark.banding import explode_bands
 from lsh_spark.cluster import connected_components
 from lsh_spark.config import ConfigError, DedupConfig
 from lsh_spark.index import (
+    DOCS_ROW_GROUP_BYTES,
     CrawlIndex,
     Manifest,
     describe,
@@ -68,9 +69,6 @@ CRAWL_KEEP = ("oldest", "newest")
 # Index documents looked up by a literal ``doc IN (...)`` filter (pushed down to
 # Parquet row-group statistics) up to this many; more take a broadcast semi-join.
 PUSHDOWN_DOCS = 50_000
-# Row groups of the index's docs/ tables: small, so a pushed-down lookup reads
-# little more than the documents it asks for.
-DOCS_ROW_GROUP_BYTES = 8 << 20
 
 
 def default_batch_id(spark: SparkSession, path: str) -> str:
@@ -133,18 +131,25 @@ def _lookup(spark: SparkSession, out: StagedOutput, index: CrawlIndex, parent: M
     rows = explode_bands(_read(spark, out, "signatures"), b, r).select("id", "bucket")
     keys = rows.select("bucket").distinct().persist(StorageLevel.MEMORY_AND_DISK)
     n_keys = keys.count()
-    matched = index.bands(parent).join(_small(keys, n_keys), "bucket", "left_semi")
+    # The one scan of the index's band table: only rows in the batch's buckets
+    # survive it (the batch's keys are broadcast), and they are kept.
+    matched = index.bands(parent).join(_small(keys, n_keys), "bucket", "left_semi").persist(
+        StorageLevel.MEMORY_AND_DISK)
     per_bucket = matched.groupBy("bucket").agg(F.count(F.lit(1)).alias("n"),
-                                               F.min("doc").alias("first"))
+                                               F.min("doc").alias("first")).persist(
+        StorageLevel.MEMORY_AND_DISK)
     # An index bucket shared by more than max_bucket_size kept documents (they
     # are not near-duplicates of each other, so this is rare: templates) pairs a
     # batch document with its smallest doc only, as the core pipeline's star.
-    matched = (matched.join(per_bucket, "bucket")
-               .filter((F.col("n") <= cfg.max_bucket_size) | (F.col("doc") == F.col("first")))
-               .select("bucket", "doc"))
-    cross = rows.join(matched, "bucket").select("id", "doc").distinct().persist(
+    kept = (matched.join(per_bucket, "bucket")
+            .filter((F.col("n") <= cfg.max_bucket_size) | (F.col("doc") == F.col("first")))
+            .select("bucket", "doc"))
+    cross = rows.join(kept, "bucket").select("id", "doc").distinct().persist(
         StorageLevel.MEMORY_AND_DISK)
     try:
+        buckets = per_bucket.agg(F.coalesce(F.sum("n"), F.lit(0)).alias("rows"),
+                                 F.count(F.when(F.col("n") > cfg.max_bucket_size, 1))
+                                 .alias("bounded")).first()
         wanted = cross.select("doc").distinct()
         n_docs = wanted.count()
         docs = index.docs(parent)
@@ -160,14 +165,16 @@ def _lookup(spark: SparkSession, out: StagedOutput, index: CrawlIndex, parent: M
                  .select(F.col("id").alias("id_a"), "id_b"))
         facts = {
             "batch_band_keys": n_keys,
-            "index_band_rows_matched": per_bucket.agg(F.coalesce(F.sum("n"), F.lit(0))).first()[0],
-            "bounded_index_buckets": per_bucket.filter(F.col("n") > cfg.max_bucket_size).count(),
+            "index_band_rows_matched": int(buckets["rows"]),
+            "bounded_index_buckets": int(buckets["bounded"]),
             "cross_candidate_pairs": cross.count(),
             "index_documents_looked_up": found.count(),
             "index_document_lookup": how,
         }
     finally:
         keys.unpersist()
+        per_bucket.unpersist()
+        matched.unpersist()
     return pairs, found, facts
 
 
@@ -215,6 +222,8 @@ def run_crawl_batch(spark: SparkSession, batch_path: str, index_root: str, outpu
     if keep not in CRAWL_KEEP:
         raise ConfigError(f"--keep: got {keep!r}; allowed: {' | '.join(CRAWL_KEEP)}")
     started = time.perf_counter()
+    if not FileSystem(spark, batch_path).exists(batch_path):
+        raise ConfigError(f"--batch: path does not exist: {batch_path}")
     index = CrawlIndex(spark, index_root)
     parent = index.current()
     if parent is not None:
@@ -239,9 +248,12 @@ def run_crawl_batch(spark: SparkSession, batch_path: str, index_root: str, outpu
         sigs = _read(spark, out, "signatures")
         batch_shingles = (_read(spark, out, "shingles").filter(F.col("shingles").isNotNull())
                           .select("id", "shingles"))
-        with timer("lookup"):
-            if parent is not None and parent.documents:
+        found = None
+        if parent is not None and parent.documents:
+            with timer("lookup"):
                 cands, found, lookup = _lookup(spark, out, index, parent, cfg)
+        with timer("cross_verify"):
+            if found is not None:
                 involved = cands.select(F.col("id_a").alias("id")).distinct()
                 needed = batch_shingles.join(_small(involved, BROADCAST_ID_ROWS), "id",
                                              "left_semi")
@@ -252,7 +264,7 @@ def run_crawl_batch(spark: SparkSession, batch_path: str, index_root: str, outpu
                 out.write(cross, "cross_pairs")
                 lookup["cross_verified_pairs"] = _read(spark, out, "cross_pairs").count()
             else:
-                found, lookup = None, {"index_documents_looked_up": 0, "cross_verified_pairs": 0}
+                lookup = {"index_documents_looked_up": 0, "cross_verified_pairs": 0}
                 out.write(spark.createDataFrame([], "id_a string, id_b string, jaccard double"),
                           "cross_pairs")
         cross = _read(spark, out, "cross_pairs")

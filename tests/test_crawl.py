@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -266,3 +267,36 @@ def test_spark_submit_killed_mid_run_leaves_the_index_unchanged(crawl, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
     assert summary["status"] == "committed" and summary["index_version"] == 3
+
+
+def test_cli_arguments_and_config_file(tmp_path, spark):
+    import importlib.util
+
+    from lsh_spark.cli import parse
+    from lsh_spark.config import ConfigError
+
+    spec = importlib.util.spec_from_file_location(
+        "crawl_job", os.path.join(ROOT, "jobs", "crawl_dedup.py"))
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    conf = tmp_path / "crawl.yaml"
+    conf.write_text("keep: newest\nthreshold: 0.85\n")
+    args, cfg = parse(job.build_crawl_parser(),
+                      ["--batch", "b", "--index", "i", "--output", "o", "--config", str(conf)],
+                      job_keys={"keep": "crawl_keep"})
+    assert args.crawl_keep == "newest" and cfg.threshold == 0.85
+    args, _ = parse(job.build_crawl_parser(), ["--batch", "b", "--index", "i", "--output", "o",
+                                               "--config", str(conf), "--keep", "oldest"],
+                    job_keys={"keep": "crawl_keep"})
+    assert args.crawl_keep == "oldest"  # the command line wins
+    with pytest.raises(SystemExit) as exc:
+        parse(job.build_crawl_parser(), ["--batch", "b", "--index", "i", "--output", "o",
+                                         "--keep", "min-id"], job_keys={"keep": "crawl_keep"})
+    assert exc.value.code == 2
+    with pytest.raises(ConfigError, match="--batch: path does not exist"):
+        run_crawl_batch(spark, str(tmp_path / "missing"), str(tmp_path / "i"),
+                        str(tmp_path / "o"), CFG)
+    allowed = re.escape("--keep: got 'min-id'; allowed: oldest | newest")
+    with pytest.raises(ConfigError, match=allowed):
+        run_crawl_batch(spark, str(tmp_path), str(tmp_path / "i"), str(tmp_path / "o"), CFG,
+                        keep="min-id")
