@@ -14,7 +14,9 @@ from typing import Any, Sequence
 from lsh_spark.config import (
     FORMATS,
     KEEP_POLICIES,
+    METHODS,
     SHINGLE_KINDS,
+    SIMHASH_WEIGHTS,
     TEXT_UNITS,
     ConfigError,
     DedupConfig,
@@ -52,6 +54,21 @@ _HELP = {
     "max_cc_iterations": "round limit of the connected-components loop (default: 64)",
     "checkpoint_dir": "reliable checkpoint directory for clustering (default: a "
                       "temporary folder inside the output, removed at the end)",
+    "method": "LSH family: 'minhash' (Jaccard, default), 'simhash' (Hamming distance of "
+              "64-bit fingerprints), 'hyperplane' (cosine of --vector-col), 'pstable' "
+              "(Euclidean distance of --vector-col)",
+    "max_hamming": "simhash: pairs at most this many bits apart are duplicates (default: 3)",
+    "simhash_blocks": "simhash: blocks B of the permuted block tables, C(B, max-hamming) "
+                      "tables (default: max-hamming + 3)",
+    "simhash_weight": "simhash: shingle weight 'tf' (term frequency, default) or 'uniform'",
+    "verify_jaccard": "simhash: also compute the exact Jaccard of every pair within "
+                      "--max-hamming and keep only pairs at or above --threshold",
+    "vector_col": "hyperplane/pstable: column holding the vector (array of numbers or an "
+                  "MLlib vector; default: vector)",
+    "max_distance": "pstable: pairs at most this Euclidean distance apart are duplicates "
+                    "(required)",
+    "bucket_width": "pstable: bucket width w of floor((a.v + b) / w) (default: 4 x "
+                    "--max-distance)",
 }
 
 _TYPES = {
@@ -60,7 +77,10 @@ _TYPES = {
     "threshold": dict(type=float), "target_recall": dict(type=float),
     "num_perm": dict(type=int), "bands": dict(type=int), "rows": dict(type=int),
     "k": dict(type=int), "seed": dict(type=int), "max_bucket_size": dict(type=int),
-    "block_min_size": dict(type=int),
+    "block_min_size": dict(type=int), "method": dict(choices=METHODS),
+    "max_hamming": dict(type=int), "simhash_blocks": dict(type=int),
+    "simhash_weight": dict(choices=SIMHASH_WEIGHTS), "verify_jaccard": dict(action="store_true"),
+    "max_distance": dict(type=float), "bucket_width": dict(type=float),
     "max_text_chars": dict(type=int), "max_cc_iterations": dict(type=int),
 }
 

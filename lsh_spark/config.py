@@ -25,6 +25,12 @@ FORMATS = ("jsonl", "parquet", "csv", "text", "warc")
 TEXT_UNITS = ("line", "file")
 SHINGLE_KINDS = ("word", "char")
 KEEP_POLICIES = ("min-id", "longest")
+METHODS = ("minhash", "simhash", "hyperplane", "pstable")
+VECTOR_METHODS = ("hyperplane", "pstable")
+SIMHASH_WEIGHTS = ("tf", "uniform")
+# The exact measure each method writes into pairs/.
+MEASURES = {"minhash": "jaccard", "simhash": "hamming", "hyperplane": "cosine",
+            "pstable": "distance"}
 DEFAULT_K = {"word": 5, "char": 5}
 
 
@@ -62,6 +68,14 @@ class DedupConfig:
     max_text_chars: int = 20_000_000
     max_cc_iterations: int = 64
     checkpoint_dir: str | None = None
+    method: str = "minhash"
+    max_hamming: int = 3
+    simhash_blocks: int | None = None
+    simhash_weight: str = "tf"
+    verify_jaccard: bool = False
+    vector_col: str = "vector"
+    max_distance: float | None = None
+    bucket_width: float | None = None
     # Filled in by __post_init__: the (b, r) actually used.
     _band_params: tuple[int, int] = field(default=(0, 0), repr=False, compare=False)
 
@@ -106,11 +120,34 @@ class DedupConfig:
         if not _is_int(self.max_cc_iterations) or self.max_cc_iterations < 1:
             raise bad("max_cc_iterations", "a positive integer", self.max_cc_iterations)
 
+        if self.method not in METHODS:
+            raise bad("method", " | ".join(METHODS), self.method)
+        if not _is_int(self.max_hamming) or not 0 <= self.max_hamming <= 32:
+            raise bad("max_hamming", "an integer from 0 to 32", self.max_hamming)
+        if self.simhash_blocks is not None and (
+                not _is_int(self.simhash_blocks)
+                or not self.max_hamming < self.simhash_blocks <= 64):
+            raise bad("simhash_blocks", f"an integer from --max-hamming + 1 "
+                      f"({self.max_hamming + 1}) to 64", self.simhash_blocks)
+        if self.simhash_weight not in SIMHASH_WEIGHTS:
+            raise bad("simhash_weight", " | ".join(SIMHASH_WEIGHTS), self.simhash_weight)
+        if not isinstance(self.verify_jaccard, bool):
+            raise bad("verify_jaccard", "true | false", self.verify_jaccard)
+        if not isinstance(self.vector_col, str) or not self.vector_col:
+            raise bad("vector_col", "a non-empty column name", self.vector_col)
+        for key in ("max_distance", "bucket_width"):
+            value = getattr(self, key)
+            if value is not None and (not _is_number(value) or value <= 0):
+                raise bad(key, "a positive number", value)
+        if self.method == "pstable" and self.max_distance is None:
+            raise ConfigError("--max-distance: required with --method pstable; allowed: a "
+                              "positive number (pairs at most this far apart are duplicates)")
+
         b, r = self.bands, self.rows
         if b is None and r is None:
             from lsh_spark.banding import choose_bands
 
-            b, r = choose_bands(self.threshold, self.num_perm, self.target_recall)
+            b, r = choose_bands(self.row_probability(), self.num_perm, self.target_recall)
         elif b is None:
             b = self.num_perm // r
             if b < 1:
@@ -128,6 +165,32 @@ class DedupConfig:
 
     # -- derived values -------------------------------------------------
     @property
+    def measure(self) -> str:
+        """The column of ``pairs/`` holding the method's exact measure."""
+        return MEASURES[self.method]
+
+    @property
+    def blocks(self) -> int:
+        """SimHash blocks B (``C(B, max_hamming)`` tables)."""
+        return self.simhash_blocks or min(64, self.max_hamming + 3)
+
+    @property
+    def width(self) -> float:
+        """p-stable bucket width w (default four times --max-distance)."""
+        return float(self.bucket_width or 4.0 * (self.max_distance or 1.0))
+
+    def row_probability(self, at: float | None = None) -> float:
+        """Probability that one hash (one band row) agrees for a pair at the
+        threshold, or at similarity/distance ``at``: the ``s`` of the S-curve."""
+        from lsh_spark.vectors import hyperplane_probability, pstable_probability
+
+        if self.method == "hyperplane":
+            return hyperplane_probability(self.threshold if at is None else at)
+        if self.method == "pstable":
+            return pstable_probability(self.max_distance if at is None else at, self.width)
+        return self.threshold if at is None else at
+
+    @property
     def shingle_k(self) -> int:
         """The shingle length actually used (``k`` or the kind's default)."""
         return self.k if self.k is not None else DEFAULT_K[self.shingle]
@@ -141,6 +204,10 @@ class DedupConfig:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.repr}
         out["k"] = self.shingle_k
         out["bands"], out["rows"] = self.band_params()
+        if self.method == "simhash":
+            out["simhash_blocks"] = self.blocks
+        if self.method == "pstable":
+            out["bucket_width"] = self.width
         return out
 
     # -- construction from files and flags -------------------------------

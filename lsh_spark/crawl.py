@@ -221,6 +221,9 @@ def run_crawl_batch(spark: SparkSession, batch_path: str, index_root: str, outpu
     """Deduplicate one batch against itself and the index, then add it to the index."""
     if keep not in CRAWL_KEEP:
         raise ConfigError(f"--keep: got {keep!r}; allowed: {' | '.join(CRAWL_KEEP)}")
+    if cfg.method != "minhash":
+        raise ConfigError(f"--method: got {cfg.method!r}; allowed with crawl_dedup.py: minhash "
+                          "(the index holds MinHash band keys and shingle sets)")
     started = time.perf_counter()
     if not FileSystem(spark, batch_path).exists(batch_path):
         raise ConfigError(f"--batch: path does not exist: {batch_path}")

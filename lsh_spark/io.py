@@ -260,11 +260,17 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
     else:  # validated by DedupConfig; kept for a clear message if called directly
         raise ConfigError(f"--format: got {fmt!r}; allowed: jsonl | parquet | csv | text | warc")
 
-    if cfg.text_col not in df.columns:
+    from lsh_spark.config import VECTOR_METHODS
+
+    if cfg.method in VECTOR_METHODS:
+        _check_vector_col(df, cfg.vector_col)
+    elif cfg.text_col not in df.columns:
         cols = ", ".join(c for c in df.columns if c not in (CORRUPT, "file_path"))
         raise ConfigError(f"--text-col: column {cfg.text_col!r} not in input; columns: {cols}")
-    text_type = df.schema[cfg.text_col].dataType
-    if not isinstance(text_type, T.StringType):
+    text_type = df.schema[cfg.text_col].dataType if cfg.text_col in df.columns else None
+    if cfg.method in VECTOR_METHODS:
+        pass
+    elif not isinstance(text_type, T.StringType):
         if isinstance(text_type, (T.StructType, T.ArrayType, T.MapType, T.BinaryType)):
             raise ConfigError(
                 f"--text-col: column {cfg.text_col!r} has type {text_type.simpleString()}; "
@@ -315,6 +321,21 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
     if CORRUPT in df.columns:
         df = df.drop(CORRUPT)
     return df, {"format": fmt, "files": len(files), "derived_ids": derived}
+
+
+def _check_vector_col(df: DataFrame, name: str) -> None:
+    if name not in df.columns:
+        cols = ", ".join(c for c in df.columns if c not in (CORRUPT, "file_path"))
+        raise ConfigError(f"--vector-col: column {name!r} not in input; columns: {cols}")
+    dtype = df.schema[name].dataType
+    numeric = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+               T.DecimalType)
+    if isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, numeric):
+        return
+    if type(dtype).__name__ == "VectorUDT":
+        return
+    raise ConfigError(f"--vector-col: column {name!r} has type {dtype.simpleString()}; "
+                      "allowed: an array of numbers or an MLlib vector")
 
 
 def check_unique_ids(df: DataFrame, show: int = 5) -> None:

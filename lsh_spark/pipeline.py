@@ -11,8 +11,10 @@ functions of the other modules and time them; all I/O goes through
 
 from __future__ import annotations
 
+import math
 import time
 from contextlib import contextmanager
+from itertools import combinations
 from typing import Any, Iterator, Protocol
 
 from pyspark import StorageLevel
@@ -29,7 +31,7 @@ from lsh_spark.candidates import (
     exact_duplicate_pairs,
 )
 from lsh_spark.cluster import apply_keep_policy, connected_components
-from lsh_spark.config import DedupConfig
+from lsh_spark.config import VECTOR_METHODS, DedupConfig
 from lsh_spark.io import (
     FileSystem,
     InputError,
@@ -40,6 +42,7 @@ from lsh_spark.io import (
     read_corpus,
 )
 from lsh_spark.minhash import minhash
+from lsh_spark.simhash import add_simhash, block_bounds, explode_tables, hamming
 from lsh_spark.normalize import prepare
 from lsh_spark.session import size_shuffle_partitions
 from lsh_spark.shingle import add_shingles, text_hash
@@ -47,8 +50,16 @@ from lsh_spark.verify import (
     block_memberships,
     candidate_ids,
     drop_block_pairs,
+    jaccard,
     verify_blocks,
     verify_pairs,
+)
+from lsh_spark.vectors import (
+    add_vector_signatures,
+    as_double_array,
+    cosine,
+    distance,
+    vector_rejects,
 )
 from lsh_spark.warc import extract_warc, register_extracted, skipped_counts
 
@@ -104,21 +115,25 @@ def _restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame
 
 def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
                      ) -> dict[str, Any]:
-    """Read, validate, normalize, shingle, MinHash.
+    """Read, validate, normalize, shingle, MinHash (or SimHash; vectors: project).
 
-    Writes ``shingles/``, ``signatures/`` and ``rejects/``.
+    Writes ``shingles/`` (vectors: ``vectors/``), ``signatures/`` and ``rejects/``.
     """
+    if cfg.method in VECTOR_METHODS:
+        return stage_vector_signatures(spark, input_path, out, cfg)
     timer = Timer(spark)
     with timer("read"):
         raw, facts = read_corpus(spark, input_path, cfg)
     with timer("signatures"):
         prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
         ok = F.col("reason").isNull()
+        tf = cfg.method == "simhash" and cfg.simhash_weight == "tf"
         feats = add_shingles(prepared.select(
             "id", "text_len", "reason",
             F.when(ok, text_hash(F.col("norm"), cfg.seed)).alias("text_hash"),
             F.when(ok, F.col("norm")).alias("norm"),
-        ), cfg.shingle, cfg.shingle_k, cfg.seed).drop("norm")
+        ), cfg.shingle, cfg.shingle_k, cfg.seed,
+            all_out="shingle_list" if tf else None).drop("norm")
         # One pass over the input writes every record's features (rejected ones
         # with a reason and null shingles); signatures and rejects are derived
         # from that Parquet, and verification reads the shingle sets from it
@@ -133,10 +148,22 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
             out.fs.delete(out.path("shingles"))
             raise
         ok = F.col("reason").isNull()
-        sigs = minhash(feats.filter(ok).drop("reason"), cfg.num_perm, cfg.seed)
-        out.write(sigs.select("id", "signature", "num_shingles", "text_hash", "text_len"),
-                  "signatures")
+        if cfg.method == "simhash":
+            sigs = add_simhash(feats.filter(ok).select(
+                "id", "shingle_list" if tf else "shingles",
+                F.size("shingles").alias("num_shingles"), "text_hash", "text_len"),
+                "shingle_list" if tf else "shingles")
+            out.write(sigs, "signatures")
+        else:
+            sigs = minhash(feats.filter(ok).drop("reason").select(
+                "id", "text_len", "text_hash", "shingles"), cfg.num_perm, cfg.seed)
+            out.write(sigs.select("id", "signature", "num_shingles", "text_hash", "text_len"),
+                      "signatures")
         out.write(feats.filter(~ok).select("id", "reason"), "rejects")
+    return dict(_signature_counts(spark, out, facts), seconds=timer.seconds)
+
+
+def _signature_counts(spark: SparkSession, out: Output, facts: dict[str, Any]) -> dict[str, Any]:
     # One small aggregation: accepted records have no reason code.
     codes = (_read(spark, out, "rejects").select(F.split("reason", ":").getItem(0).alias("code"))
              .groupBy("code").agg(F.count(F.lit(1)).alias("n")).collect())
@@ -147,8 +174,46 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         "counts": {"input_records": accepted + rejected, "accepted": accepted,
                    "rejected": rejected},
         "rejects_by_reason": by_reason,
-        "seconds": timer.seconds,
     }
+
+
+def stage_vector_signatures(spark: SparkSession, input_path: str, out: Output,
+                            cfg: DedupConfig) -> dict[str, Any]:
+    """Vectors: validate, project (hyperplane bits or p-stable buckets).
+
+    Writes ``vectors/`` (``id``, ``vector`` as ``array<double>``, ``reason``),
+    ``signatures/`` and ``rejects/``.  The dimension is the most common vector
+    length of the input; vectors of another length are rejected.
+    """
+    timer = Timer(spark)
+    with timer("read"):
+        raw, facts = read_corpus(spark, input_path, cfg)
+    with timer("signatures"):
+        v = as_double_array(F.col(cfg.vector_col), raw.schema[cfg.vector_col].dataType)
+        vecs = raw.select("id", v.alias("vector"), "reject_reason")
+        top = (vecs.filter(F.col("vector").isNotNull()).groupBy(F.size("vector").alias("n"))
+               .count().orderBy(F.col("count").desc(), "n").first())
+        dim = int(top["n"]) if top else 1
+        reason = F.coalesce(F.col("reject_reason"),
+                            vector_rejects(F.col("vector"), dim, cfg.method == "hyperplane"))
+        out.write(vecs.select("id", "vector", reason.alias("reason")), "vectors")
+        vecs = _read(spark, out, "vectors")
+        try:
+            check_unique_ids(vecs)
+        except InputError:
+            out.fs.delete(out.path("vectors"))
+            raise
+        ok = vecs.filter(F.col("reason").isNull())
+        sigs = add_vector_signatures(ok, cfg.method, dim, cfg.num_perm, cfg.seed, cfg.width)
+        # Identical vectors share a 32-byte digest: the exact-duplicate key.
+        digest = F.unhex(F.sha2(F.concat_ws(",", F.col("vector").cast("array<string>")), 256))
+        out.write(sigs.join(ok.select("id", digest.alias("text_hash"),
+                                      F.lit(cfg.num_perm).alias("num_shingles"),
+                                      F.lit(None).cast("int").alias("text_len")), "id"),
+                  "signatures")
+        out.write(vecs.filter(F.col("reason").isNotNull()).select("id", "reason"), "rejects")
+    section = _signature_counts(spark, out, dict(facts, dimension=dim))
+    return dict(section, seconds=timer.seconds)
 
 
 def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str, Any]:
@@ -156,14 +221,18 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict
     timer = Timer(spark)
     b, r = cfg.band_params()
     sigs = _read(spark, out, "signatures")
+    # Block verification is a Jaccard matrix product: MinHash only.
+    block_min = cfg.block_min_size if cfg.method == "minhash" else None
     with timer("candidates"):
-        rows = explode_bands(sigs, b, r, "text_hash")
+        if cfg.method == "simhash":
+            rows = explode_tables(sigs, cfg.max_hamming, cfg.blocks, "text_hash")
+            b = math.comb(cfg.blocks, cfg.max_hamming)
+        else:
+            rows = explode_bands(sigs, b, r, "text_hash")
         buckets = bucket_members(rows).persist()
         try:
-            out.write(candidate_pairs(buckets, cfg.max_bucket_size, cfg.block_min_size),
-                      "candidates")
-            out.write(candidate_blocks(buckets, cfg.max_bucket_size, cfg.block_min_size),
-                      "blocks")
+            out.write(candidate_pairs(buckets, cfg.max_bucket_size, block_min), "candidates")
+            out.write(candidate_blocks(buckets, cfg.max_bucket_size, block_min), "blocks")
             summary = bucket_summary(buckets, cfg.max_bucket_size)
         finally:
             buckets.unpersist()
@@ -179,13 +248,7 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict
         "block_pairs": int(blk["pairs"] or 0),
     })
     return {
-        "banding": {
-            "bands": b, "rows": r, "num_perm": cfg.num_perm,
-            "chosen_by": "user" if cfg.bands or cfg.rows else
-            f"recall-biased default: P(threshold) >= {cfg.target_recall}",
-            "candidate_probability_at_threshold": candidate_probability(cfg.threshold, b, r),
-            "s_curve": s_curve(b, r),
-        },
+        "banding": banding_section(cfg),
         "buckets": summary,
         # Pairs checked: pair rows plus every pair inside a block (a pair in
         # several blocks counted once per block).
@@ -193,6 +256,39 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict
                    "candidate_pairs": n_cands + int(blk["pairs"] or 0)},
         "seconds": timer.seconds,
     }
+
+
+def banding_section(cfg: DedupConfig) -> dict[str, Any]:
+    """The report's description of how candidates are formed, with the S-curve:
+    the probability that a pair becomes a candidate, by similarity (or distance)."""
+    if cfg.method == "simhash":
+        bounds = block_bounds(cfg.blocks)
+        return {
+            "method": "simhash", "max_hamming": cfg.max_hamming, "blocks": cfg.blocks,
+            "tables": math.comb(cfg.blocks, cfg.max_hamming),
+            "key_bits": sorted({sum(w for _, w in c) for c in
+                                combinations(bounds, cfg.blocks - cfg.max_hamming)}),
+            "guarantee": f"every pair within Hamming distance {cfg.max_hamming} shares a key",
+        }
+    b, r = cfg.band_params()
+    section = {
+        "method": cfg.method, "bands": b, "rows": r, "num_perm": cfg.num_perm,
+        "chosen_by": "user" if cfg.bands or cfg.rows else
+        f"recall-biased default: P(threshold) >= {cfg.target_recall}",
+        "row_probability_at_threshold": cfg.row_probability(),
+        "candidate_probability_at_threshold": candidate_probability(cfg.row_probability(), b, r),
+    }
+    if cfg.method == "minhash":
+        section["s_curve"] = s_curve(b, r)
+    elif cfg.method == "hyperplane":
+        section["s_curve"] = [{"cosine": p["s"], "p": candidate_probability(
+            cfg.row_probability(p["s"]), b, r)} for p in s_curve(b, r)]
+    else:
+        top = 3 * float(cfg.max_distance)
+        section["bucket_width"] = cfg.width
+        section["s_curve"] = [{"distance": round(top * i / 20, 6), "p": candidate_probability(
+            cfg.row_probability(top * i / 20), b, r)} for i in range(21)]
+    return section
 
 
 def _only(shingles: DataFrame, ids: DataFrame) -> DataFrame:
@@ -208,8 +304,12 @@ def _only(shingles: DataFrame, ids: DataFrame) -> DataFrame:
 
 
 def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str, Any]:
-    """Exact Jaccard of every candidate, plus exact-duplicate edges: writes ``pairs/``."""
+    """Exact Jaccard of every candidate, plus exact-duplicate edges: writes ``pairs/``.
 
+    For the other methods, the method's exact measure (:func:`stage_verify_measure`).
+    """
+    if cfg.method != "minhash":
+        return stage_verify_measure(spark, out, cfg)
     timer = Timer(spark)
     cands = _read(spark, out, "candidates")
     blocks = _read(spark, out, "blocks")
@@ -251,6 +351,81 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         "counts": {"verified_pairs": sum(r["n"] for r in bins),
                    "pairs_with_jaccard_1": sum(r["exact"] for r in bins)},
         "jaccard_histogram": [{"from": round(r["bin"] / 20, 2), "pairs": r["n"]} for r in bins],
+        "seconds": timer.seconds,
+    }
+
+
+def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
+                         ) -> dict[str, Any]:
+    """Exact Hamming distance (simhash), cosine (hyperplane) or Euclidean distance
+    (pstable) of every candidate; pairs within the bound, plus exact duplicates
+    (same text or same vector), go to ``pairs/`` (``id_a``, ``id_b``, measure)."""
+    timer = Timer(spark)
+    cands = _read(spark, out, "candidates")
+    sigs = _read(spark, out, "signatures")
+    measure = cfg.measure
+    with timer("verify"):
+        exact = exact_duplicate_pairs(sigs.select("id", "text_hash")).select("id_a", "id_b")
+        if cfg.method == "simhash":
+            fp = sigs.select("id", "simhash")
+            value = hamming(F.col("fa"), F.col("fb"))
+            near = (cands.join(fp.select(F.col("id").alias("id_a"), F.col("simhash").alias("fa")),
+                               "id_a")
+                    .join(fp.select(F.col("id").alias("id_b"), F.col("simhash").alias("fb")),
+                          "id_b")
+                    .select("id_a", "id_b", value.alias(measure))
+                    .filter(F.col(measure) <= cfg.max_hamming))
+            found = near.unionByName(exact.withColumn(measure, F.lit(0)))
+            if cfg.verify_jaccard:
+                ids = candidate_ids(found).persist(StorageLevel.MEMORY_AND_DISK)
+                try:
+                    sh = _only(_read(spark, out, "shingles").filter(
+                        F.col("shingles").isNotNull()), ids).select("id", "shingles")
+                    found = (found.join(sh.select(F.col("id").alias("id_a"),
+                                                  F.col("shingles").alias("sa")), "id_a")
+                             .join(sh.select(F.col("id").alias("id_b"),
+                                             F.col("shingles").alias("sb")), "id_b")
+                             .select("id_a", "id_b", measure,
+                                     jaccard(F.col("sa"), F.col("sb")).alias("jaccard"))
+                             .filter(F.col("jaccard") >= F.lit(float(cfg.threshold))))
+                    out.write(found, "pairs")
+                finally:
+                    ids.unpersist()
+            else:
+                out.write(found, "pairs")
+        else:
+            vec = _read(spark, out, "vectors").filter(F.col("reason").isNull())
+            ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                needed = _only(vec, ids).select("id", "vector")
+                fn = cosine if cfg.method == "hyperplane" else distance
+                near = (cands.join(needed.select(F.col("id").alias("id_a"),
+                                                 F.col("vector").alias("va")), "id_a")
+                        .join(needed.select(F.col("id").alias("id_b"),
+                                            F.col("vector").alias("vb")), "id_b")
+                        .select("id_a", "id_b", fn(F.col("va"), F.col("vb")).alias(measure)))
+                keep = (F.col(measure) >= F.lit(float(cfg.threshold))
+                        if cfg.method == "hyperplane"
+                        else F.col(measure) <= F.lit(float(cfg.max_distance)))
+                same = 1.0 if cfg.method == "hyperplane" else 0.0
+                out.write(near.filter(keep).unionByName(exact.withColumn(measure, F.lit(same))),
+                          "pairs")
+            finally:
+                ids.unpersist()
+    pairs = _read(spark, out, "pairs")
+    if cfg.method == "simhash":
+        key, scale = F.col(measure), 1.0
+    elif cfg.method == "hyperplane":
+        key, scale = F.least(F.floor(F.col(measure) * 20), F.lit(19)), 20.0
+    else:
+        step = float(cfg.max_distance) / 20
+        key, scale = F.least(F.floor(F.col(measure) / F.lit(step)), F.lit(19)), 1.0 / step
+    bins = (pairs.groupBy(key.alias("bin")).agg(F.count(F.lit(1)).alias("n"))
+            .orderBy("bin").collect())
+    return {
+        "counts": {"verified_pairs": sum(r["n"] for r in bins)},
+        f"{measure}_histogram": [{"from": round(r["bin"] / scale, 6), "pairs": r["n"]}
+                                 for r in bins],
         "seconds": timer.seconds,
     }
 

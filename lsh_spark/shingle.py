@@ -58,7 +58,7 @@ def _char_windows(norm: Column, k: int, seed: int) -> Column:
 
 
 def add_shingles(df: DataFrame, kind: str, k: int, seed: int, norm: str = "norm",
-                 out: str = "shingles") -> DataFrame:
+                 out: str = "shingles", all_out: str | None = None) -> DataFrame:
     """Add ``out``: the sorted, distinct ``array<bigint>`` of shingle hashes of ``norm``.
 
     ``norm`` must be the output of :func:`lsh_spark.normalize.normalize_col`:
@@ -73,6 +73,8 @@ def add_shingles(df: DataFrame, kind: str, k: int, seed: int, norm: str = "norm"
       CJK character outside the BMP is one character, not two UTF-16 halves).
 
     A text with fewer than ``k`` units gets one shingle, ``xxhash64(seed, text)``.
+    With ``all_out``, that column also gets every shingle occurrence (sorted, with
+    repeats: the term frequencies SimHash weighs by).
     """
     if kind not in ("word", "char"):
         raise ValueError(f"--shingle: got {kind!r}; allowed: word | char")
@@ -85,7 +87,10 @@ def add_shingles(df: DataFrame, kind: str, k: int, seed: int, norm: str = "norm"
     whole = F.array(_hash(seed, text))
     shingles = F.when(text.isNull(), F.lit(None)).when(F.size(u) < (k if kind == "word" else 1),
                                                         whole).otherwise(grams)
-    return staged.withColumn(out, F.sort_array(F.array_distinct(shingles))).drop(units)
+    if all_out is None:
+        return staged.withColumn(out, F.sort_array(F.array_distinct(shingles))).drop(units)
+    staged = staged.withColumn(all_out, F.sort_array(shingles)).drop(units)
+    return staged.withColumn(out, F.array_distinct(F.col(all_out)))
 
 
 def text_hash(norm: Column, seed: int) -> Column:

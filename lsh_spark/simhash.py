@@ -71,23 +71,24 @@ def _add_rows(sums: np.ndarray, rows: np.ndarray, votes: np.ndarray) -> None:
     sums[rows[starts]] += np.add.reduceat(votes.astype(np.int32), starts, axis=0)
 
 
-def _simhash_batches(col: str):
+def add_simhash(df: DataFrame, col: str = "shingles") -> DataFrame:
+    """``(..., <col>: array<bigint>, ...) -> (..., simhash: bigint, ...)``: ``col`` is
+    replaced by the fingerprint of its values; other columns pass through."""
+    fields = [T.StructField("simhash", T.LongType(), False) if f.name == col else f
+              for f in df.schema.fields]
+    names = [f.name for f in df.schema.fields]
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             lists = batch.column(col)
             offsets = lists.offsets.to_numpy() - lists.offsets[0].as_py()
             values = lists.values.to_numpy(zero_copy_only=False).view(np.uint64)
-            fp = simhash_flat(values, offsets)
+            fp = pa.array(simhash_flat(values, offsets), type=pa.int64())
             yield pa.RecordBatch.from_arrays(
-                [batch.column("id"), pa.array(fp, type=pa.int64())], names=["id", "simhash"])
-    return run
+                [fp if n == col else batch.column(n) for n in names],
+                names=["simhash" if n == col else n for n in names])
 
-
-def add_simhash(df: DataFrame, col: str = "shingles") -> DataFrame:
-    """``(id, <col>: array<bigint>) -> (id, simhash: bigint)``."""
-    schema = T.StructType([T.StructField("id", df.schema["id"].dataType, True),
-                           T.StructField("simhash", T.LongType(), False)])
-    return df.select("id", col).mapInArrow(_simhash_batches(col), schema)
+    return df.mapInArrow(run, T.StructType(fields))
 
 
 def block_bounds(blocks: int, bits: int = BITS) -> list[tuple[int, int]]:
