@@ -91,12 +91,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(prog: str, description: str, need_input: bool = True,
-                 exclude: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+                 exclude: tuple[str, ...] = (), output_default: str | None = None
+                 ) -> argparse.ArgumentParser:
     parser = _Parser(prog=prog, description=description)
     if need_input:
         parser.add_argument("--input", required=True,
                             help="input file or directory (local path, hdfs://, s3a://, ...)")
-    parser.add_argument("--output", required=True, help="output directory")
+    if output_default is None:
+        parser.add_argument("--output", required=True, help="output directory")
+    else:
+        parser.add_argument("--output", default=output_default,
+                            help=f"output directory (default: {output_default})")
     parser.add_argument("--config", help="YAML file whose keys are these flags without "
                                          "the dashes (see conf/); flags given here win")
     for key in DedupConfig.keys():

@@ -115,6 +115,13 @@ class FileSystem:
         finally:
             out.close()
 
+    def write_bytes(self, path: str, data: bytes) -> None:
+        out = self._fs.create(self._p(path), True)
+        try:
+            out.write(bytearray(data))
+        finally:
+            out.close()
+
     def read_text(self, path: str) -> str:
         stream = self._fs.open(self._p(path))
         try:
@@ -371,6 +378,9 @@ class StagedOutput:
 
     def write_json(self, name: str, data: Any) -> None:
         self.fs.write_text(self.path(name), json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        self.fs.write_bytes(self.path(name), data)
 
     def commit(self) -> None:
         self.fs.write_text(self.path("_SUCCESS"), "")

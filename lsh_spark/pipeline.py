@@ -571,6 +571,10 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
         out.fs.delete(out.path("shingles"))
         release_crawl_input(input_path, out)
         out.write_json("report.json", report)
+        if cfg.method != "simhash":  # SimHash's block tables have no S-curve
+            from lsh_spark.advise import s_curve_png
+
+            out.write_bytes("s_curve.png", s_curve_png(cfg))
         out.commit()
     except BaseException:
         register_extracted(input_path, None)
