@@ -262,7 +262,8 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
         wholetext = cfg.text_unit == "file"
         df = (
             spark.read.option("recursiveFileLookup", "true")
-            .text(path, wholetext=wholetext).select(F.col("value").alias(cfg.text_col), "_metadata.file_path")
+            .text(path, wholetext=wholetext)
+            .select(F.col("value").alias(cfg.text_col), "_metadata.file_path")
         )
     else:  # validated by DedupConfig; kept for a clear message if called directly
         raise ConfigError(f"--format: got {fmt!r}; allowed: jsonl | parquet | csv | text | warc")

@@ -154,3 +154,24 @@ def test_config_file_honoured_and_flag_overrides(require_spark_submit, spark, tm
     # The signatures really have num_perm values.
     sigs = spark.read.parquet(str(overridden / "signatures"))
     assert {r[0] for r in sigs.select(F.size("signature")).distinct().collect()} == {64}
+
+
+# -- (f) the advisor and the other LSH families from the command line -------------
+def test_advise_job_writes_advice_and_plot(require_spark_submit, tmp_path):
+    out = tmp_path / "advice"
+    proc = submit("advise.py", "--input", SAMPLE, "--threshold", "0.8", "--sample", "300",
+                  "--output", str(out))
+    assert proc.returncode == 0, explain(proc)
+    summary = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
+    assert summary["predicted_recall"] >= 0.99
+    advice = json.loads((out / "advice.json").read_text())
+    assert advice["sample_documents"] == 300 and advice["corpus_documents"] >= 400
+    assert (out / "s_curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_method_flags_fail_fast_with_one_line(require_spark_submit, tmp_path):
+    proc = submit("dedup.py", "--input", SAMPLE, "--output", str(tmp_path / "o"),
+                  "--method", "pstable")
+    assert proc.returncode == 2, explain(proc)
+    lines = job_lines(proc, "dedup.py")
+    assert len(lines) == 1 and "--max-distance: required with --method pstable" in lines[0]
