@@ -20,7 +20,9 @@
    and recall among the sample's pairs).
 
 The recommendation is the smallest ``num_perm`` whose predicted recall reaches
-``target_recall`` (ties: fewer candidates).  The S-curve of the recommendation
+``target_recall`` and, when the sample holds at least ``MIN_TRUE_PAIRS`` true
+pairs, whose recall measured on the sample does too (the prediction assumes
+ideal hash functions; the measurement uses the real ones).  The S-curve of the recommendation
 is plotted (matplotlib, PNG) with the threshold and the sample's similarity
 histogram.
 """
@@ -42,6 +44,8 @@ from lsh_spark.shingle import add_shingles
 from lsh_spark.verify import block_pairs
 
 NUM_PERM_GRID = (32, 64, 128, 256)
+# Sample true pairs needed before the measured sample recall may veto a choice.
+MIN_TRUE_PAIRS = 100
 
 
 def collect_sample(spark: SparkSession, input_path: str, cfg: DedupConfig, size: int,
@@ -171,8 +175,17 @@ def advise(spark: SparkSession, input_path: str, cfg: DedupConfig, sample: int =
     options = []
     for num_perm in grid:
         option = DedupConfig.from_mapping(dict(_base(cfg), num_perm=num_perm))
-        options.append(predict(measures, option, n_docs))
-    ok = [o for o in options if o["predicted_recall"] >= cfg.target_recall]
+        options.append(dict(predict(measures, option, n_docs),
+                            measured_on_sample=measured_on_sample(items, measures, option)))
+
+    def meets(o: dict[str, Any]) -> bool:
+        # The prediction assumes ideal hash functions; where the sample holds
+        # enough true pairs, the recall measured by hashing it must agree.
+        m = o["measured_on_sample"]
+        measured_ok = m["true_pairs"] < MIN_TRUE_PAIRS or m["recall"] >= cfg.target_recall
+        return o["predicted_recall"] >= cfg.target_recall and measured_ok
+
+    ok = [o for o in options if meets(o)]
     best = min(ok, key=lambda o: (o["num_perm"], o["predicted_candidates_per_document"])) \
         if ok else max(options, key=lambda o: o["predicted_recall"])
     chosen = DedupConfig.from_mapping(dict(_base(cfg), num_perm=best["num_perm"]))
@@ -182,8 +195,7 @@ def advise(spark: SparkSession, input_path: str, cfg: DedupConfig, sample: int =
         "target_recall": cfg.target_recall,
         "similarity_histogram": _histogram(measures, cfg),
         "options": options,
-        "recommended": dict(best, measured_on_sample=measured_on_sample(items, measures, chosen),
-                            flags=_flags(chosen)),
+        "recommended": dict(best, flags=_flags(chosen), meets_target=bool(ok)),
     }
     if cfg.bands or cfg.rows:  # the user's own (b, r), evaluated the same way
         mine = DedupConfig.from_mapping(dict(_base(cfg), bands=cfg.bands, rows=cfg.rows,

@@ -190,8 +190,8 @@ def run_stage(name: str, description: str, stage, needs_input: bool, requires: t
         if old.get("parameters") not in (None, cfg.to_dict()):
             sys.stderr.write(f"{name}.py: warning: parameters differ from the earlier stages "
                              "recorded in report.json\n")
-        report = merge_reports(old, report_header(getattr(args, "input", old.get("input_path")), cfg),
-                               section)
+        header = report_header(getattr(args, "input", old.get("input_path")), cfg)
+        report = merge_reports(old, header, section)
         describe_bounded_families(spark, out, report)
         out.write_json("report.json", report)
         out.commit()
