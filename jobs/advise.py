@@ -27,30 +27,32 @@ def main(argv=None) -> int:
                         help="documents sampled (all pairs are measured exactly; default 2000)")
     parser.add_argument("--overwrite", action="store_true", help="replace --output")
     args, cfg = parse(parser, argv)
-    if cfg.method == "simhash":
-        parser.exit(2, "advise.py: error: --method: got 'simhash'; allowed: minhash | "
-                       "hyperplane | pstable (SimHash's block tables find every pair within "
-                       "--max-hamming, there is no recall to trade)\n")
     if not 2 <= args.sample <= 20000:
         parser.exit(2, f"advise.py: error: --sample: got {args.sample}; allowed: 2..20000\n")
-    from lsh_spark.advise import advise, s_curve_png
+    from lsh_spark.advise import advise, s_curve_png, simhash_png
 
     spark = build_session("lsh-spark advise")
     try:
         out = StagedOutput(spark, args.output, overwrite=args.overwrite)
         advice = advise(spark, args.input, cfg, args.sample)
-        chosen, measures = advice.pop("_curve")
+        curve = advice.pop("_curve")
+        if cfg.method == "simhash":
+            png = simhash_png(advice)
+            advice.pop("_by_k")
+        else:
+            png = s_curve_png(curve[0], curve[1], f"advice for {args.input}")
         out.write_json("advice.json", advice)
-        out.write_bytes("s_curve.png", s_curve_png(chosen, measures,
-                                                   f"advice for {args.input}"))
+        out.write_bytes("s_curve.png", png)
         out.commit()
     except (ConfigError, InputError, ValueError) as exc:
         fail("advise.py", exc)
     finally:
         spark.stop()
     rec = advice["recommended"]
-    print(json.dumps({k: rec[k] for k in ("num_perm", "bands", "rows", "predicted_recall",
-                                          "predicted_candidates_per_document", "flags")}))
+    keys = ("max_hamming", "blocks", "tables", "jaccard_recall") if cfg.method == "simhash" \
+        else ("num_perm", "bands", "rows", "predicted_recall")
+    print(json.dumps({k: rec[k] for k in (*keys, "predicted_candidates_per_document",
+                                          "flags")}))
     print(f"advice in {args.output}/ (advice.json, s_curve.png)")
     return 0
 

@@ -30,6 +30,7 @@ histogram.
 from __future__ import annotations
 
 import io
+import math
 from typing import Any
 
 import numpy as np
@@ -60,9 +61,13 @@ def collect_sample(spark: SparkSession, input_path: str, cfg: DedupConfig, size:
             F.col("x").isNotNull() & (F.size("x") > 0))
     else:
         prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
-        items = add_shingles(prepared.filter(F.col("reason").isNull()).select("norm"),
-                             cfg.shingle, cfg.shingle_k, cfg.seed).select(F.col("shingles")
-                                                                          .alias("x"))
+        tf = cfg.method == "simhash" and cfg.simhash_weight == "tf"
+        feats = add_shingles(prepared.filter(F.col("reason").isNull()).select("norm"),
+                             cfg.shingle, cfg.shingle_k, cfg.seed,
+                             all_out="all" if tf else None)
+        items = feats.select(F.struct(F.col("shingles").alias("distinct"),
+                                      F.col("all" if tf else "shingles").alias("weighted"))
+                             .alias("x"))
     items = items.persist()
     try:
         n = items.count()
@@ -70,7 +75,11 @@ def collect_sample(spark: SparkSession, input_path: str, cfg: DedupConfig, size:
         rows = items.sample(fraction=fraction, seed=seed).limit(size).collect()
     finally:
         items.unpersist()
-    return [r["x"] for r in rows], n
+    if cfg.method in VECTOR_METHODS:
+        return [r["x"] for r in rows], n
+    if cfg.method == "simhash":
+        return [(r["x"]["distinct"], r["x"]["weighted"]) for r in rows], n
+    return [r["x"]["distinct"] for r in rows], n
 
 
 def pair_measures(items: list, method: str) -> np.ndarray:
@@ -161,7 +170,98 @@ def measured_on_sample(items: list, measures: np.ndarray, cfg: DedupConfig) -> d
     true = _is_true(measures, cfg)
     return {"sample_pairs": int(len(measures)), "candidate_pairs": int(hit.sum()),
             "true_pairs": int(true.sum()),
-            "recall": round(float(hit[true].mean()), 4) if true.any() else None}
+            "recall": round(float(hit[true].mean()), 4) if true.any() else None,
+            "candidate_similarity_histogram": [h for h in _histogram(measures[hit], cfg)
+                                               if h["pairs"]]}
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    return np.unpackbits(x.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
+
+
+def advise_simhash(items: list, cfg: DedupConfig, n_docs: int) -> dict[str, Any]:
+    """SimHash has no recall to trade inside ``--max-hamming`` (the block tables
+    find every pair within it); what the data decides is ``--max-hamming``
+    itself (how many of the sample's pairs at Jaccard >= threshold lie within k
+    bits, and how many pairs within k bits are below it) and the blocks B (C(B, k)
+    tables against the candidates per document, both measured on the sample)."""
+    from lsh_spark.simhash import simhash_flat, table_masks
+
+    jac = pair_measures([d for d, _ in items], "minhash")
+    weighted = [np.asarray(w, dtype=np.int64) for _, w in items]
+    fps = simhash_flat(np.concatenate(weighted).view(np.uint64),
+                       np.concatenate([[0], np.cumsum([len(w) for w in weighted])])).view(
+        np.uint64)
+    iu = np.triu_indices(len(fps), 1)
+    xor = fps[iu[0]] ^ fps[iu[1]]
+    ham = _popcount(xor)
+    true = jac >= cfg.threshold
+    by_k = []
+    for k in range(0, 17):
+        within = ham <= k
+        by_k.append({"max_hamming": k,
+                     "jaccard_recall": round(float(within[true].mean()), 4) if true.any() else None,
+                     "share_within_k_at_jaccard_threshold":
+                         round(float(true[within].mean()), 4) if within.any() else None})
+    reach = [o for o in by_k if o["jaccard_recall"] is not None
+             and o["jaccard_recall"] >= cfg.target_recall]
+    k = reach[0]["max_hamming"] if reach else cfg.max_hamming
+    blocks = []
+    for b in range(k + 1, min(64, k + 7) + 1):
+        hit = np.zeros(len(xor), dtype=bool)
+        for m in table_masks(k, b):
+            hit |= (xor & np.uint64(m & ((1 << 64) - 1))) == 0
+        per_doc = float(hit.mean()) * (n_docs - 1)
+        tables = math.comb(b, k)
+        blocks.append({"blocks": b, "tables": tables,
+                       "predicted_candidates_per_document": round(per_doc, 3),
+                       "rows_plus_candidates_per_document": round(tables + per_doc, 3)})
+    best = min(blocks, key=lambda o: o["rows_plus_candidates_per_document"])
+    return {
+        "method": "simhash", "corpus_documents": n_docs, "sample_documents": len(items),
+        "threshold": cfg.threshold, "target_recall": cfg.target_recall,
+        "hamming_histogram": [{"from": int(d), "pairs": int(c)} for d, c in
+                              zip(*np.unique(np.minimum(ham, 33), return_counts=True))],
+        "by_max_hamming": by_k, "blocks_for_recommended_k": blocks,
+        "recommended": {"max_hamming": k, "blocks": best["blocks"], "tables": best["tables"],
+                        "predicted_candidates_per_document":
+                            best["predicted_candidates_per_document"],
+                        "jaccard_recall": by_k[k]["jaccard_recall"],
+                        "meets_target": bool(reach),
+                        "flags": f"--method simhash --max-hamming {k} "
+                                 f"--simhash-blocks {best['blocks']}"},
+        "_curve": None,
+        "_by_k": by_k,
+    }
+
+
+def simhash_png(advice: dict[str, Any]) -> bytes:
+    """PNG: share of the sample's Jaccard >= threshold pairs within k bits, by k."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [o for o in advice["_by_k"] if o["jaccard_recall"] is not None]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    ax.plot([o["max_hamming"] for o in rows], [o["jaccard_recall"] for o in rows], "o-",
+            color="#1f5fbf", label=f"pairs at Jaccard >= {advice['threshold']:g} within k bits")
+    ax.plot([o["max_hamming"] for o in rows],
+            [o["share_within_k_at_jaccard_threshold"] or 0 for o in rows], "s--",
+            color="#808080", label="pairs within k bits at that Jaccard")
+    ax.axhline(advice["target_recall"], color="#c03030", ls=":", label="target recall")
+    ax.axvline(advice["recommended"]["max_hamming"], color="#c03030", ls="--",
+               label=f"recommended k = {advice['recommended']['max_hamming']}")
+    ax.set_xlabel("--max-hamming k")
+    ax.set_ylabel("share of sample pairs")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("lsh-spark SimHash advice")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
 
 
 def advise(spark: SparkSession, input_path: str, cfg: DedupConfig, sample: int = 2000,
@@ -171,6 +271,8 @@ def advise(spark: SparkSession, input_path: str, cfg: DedupConfig, sample: int =
     if len(items) < 2:
         raise ValueError(f"--input: {len(items)} usable documents in the sample; the advisor "
                          "needs at least 2")
+    if cfg.method == "simhash":
+        return advise_simhash(items, cfg, n_docs)
     measures = pair_measures(items, cfg.method)
     options = []
     for num_perm in grid:

@@ -104,3 +104,31 @@ def test_vector_advice_predicts_hyperplane_recall(spark, tmp_path):
     measured = len(found & truth) / len(truth)
     assert abs(advice["given"]["predicted_recall"] - measured) < 0.12
     assert report["banding"]["bands"] == 3
+
+
+def test_simhash_advice_predicts_the_share_of_jaccard_pairs_found(spark, tmp_path, corpus):
+    cfg = DedupConfig(method="simhash", threshold=0.8, target_recall=0.9)
+    advice = advise(spark, str(corpus), cfg, sample=500)
+    rec = advice["recommended"]
+    k, blocks = rec["max_hamming"], rec["blocks"]
+    assert rec["flags"] == f"--method simhash --max-hamming {k} --simhash-blocks {blocks}"
+    recalls = [o["jaccard_recall"] for o in advice["by_max_hamming"]]
+    assert recalls == sorted(recalls)  # a wider k never finds fewer pairs
+    out = tmp_path / "out"
+    run_dedup(spark, str(corpus), str(out),
+              DedupConfig(method="simhash", max_hamming=k, simhash_blocks=blocks))
+    # the run's Jaccard truth from a MinHash run's shingle sets of the same corpus
+    from lsh_spark.io import StagedOutput
+    from lsh_spark.pipeline import stage_signatures
+
+    staged = StagedOutput(spark, str(tmp_path / "sh"))
+    stage_signatures(spark, str(corpus), staged, DedupConfig())
+    truth = _truth(spark, staged.path("shingles"), 0.8)
+    staged.abort()
+    clusters = {}
+    for r in spark.read.parquet(str(out / "clusters")).collect():
+        clusters[r["id"]] = r["cluster_id"]
+    together = sum(clusters[a] == clusters[b] for a, b in truth) / len(truth)
+    # pairs within k are all found, so the pipeline keeps at least the predicted share
+    # of the Jaccard pairs together (clusters also join pairs through chains)
+    assert together >= rec["jaccard_recall"] - 0.1, (together, rec["jaccard_recall"])
