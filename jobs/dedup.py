@@ -32,7 +32,8 @@ def main(argv=None) -> int:
     print(json.dumps({"output": args.output, **{k: c[k] for k in (
         "input_records", "rejected", "candidate_pairs", "verified_pairs",
         "duplicate_clusters", "deduped_documents")}, "seconds": report["seconds"]["total"]}))
-    print(f"results in {args.output}/ (deduped/, clusters/, pairs/, rejects/, report.json)")
+    print(f"results in {args.output}/ (deduped/, clusters/, pairs/, rejects/, report.json, "
+          "s_curve.png)")
     return 0
 
 
