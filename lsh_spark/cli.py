@@ -17,6 +17,7 @@ from lsh_spark.config import (
     METHODS,
     SHINGLE_KINDS,
     SIMHASH_WEIGHTS,
+    VECTOR_METHODS,
     TEXT_UNITS,
     ConfigError,
     DedupConfig,
@@ -181,6 +182,8 @@ def run_stage(name: str, description: str, stage, needs_input: bool, requires: t
     try:
         out = StagewiseOutput(spark, args.output)
         for dataset, job in requires:
+            if dataset == "shingles" and cfg.method in VECTOR_METHODS:
+                dataset = "vectors"  # what the vector methods verify with
             out.require(dataset, job)
         spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
         sized_by = args.input if needs_input else out.path("signatures")

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
@@ -175,3 +176,22 @@ def test_method_flags_fail_fast_with_one_line(require_spark_submit, tmp_path):
     assert proc.returncode == 2, explain(proc)
     lines = job_lines(proc, "dedup.py")
     assert len(lines) == 1 and "--max-distance: required with --method pstable" in lines[0]
+
+
+def test_stage_jobs_run_a_vector_method(require_spark_submit, tmp_path):
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((40, 6))
+    rows = [{"id": f"a{i}", "vector": v.tolist()} for i, v in enumerate(base)]
+    rows += [{"id": f"b{i}", "vector": (v + 0.01).tolist()} for i, v in enumerate(base[:10])]
+    src = tmp_path / "v.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "staged"
+    flags = ["--method", "pstable", "--max-distance", "0.5"]
+    for job, needs_input in [("signatures.py", True), ("candidates.py", False),
+                             ("verify.py", False), ("cluster.py", True)]:
+        args = ["--output", str(out), *flags] + (["--input", str(src)] if needs_input else [])
+        proc = submit(job, *args)
+        assert proc.returncode == 0, explain(proc)
+    report = read_report(out)
+    assert report["counts"]["verified_pairs"] == 10
+    assert report["counts"]["duplicate_clusters"] == 10
