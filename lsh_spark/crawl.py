@@ -154,13 +154,17 @@ def _lookup(spark: SparkSession, out: StagedOutput, index: CrawlIndex, parent: M
         n_docs = wanted.count()
         docs = index.docs(parent)
         if n_docs <= PUSHDOWN_DOCS:
-            found = docs.filter(F.col("doc").isin([r_["doc"] for r_ in wanted.collect()]))
+            doc_keys = [r_["doc"] for r_ in wanted.collect()]
+            found = docs.filter(F.col("doc").isin(doc_keys) if doc_keys else F.lit(False))
             how = f"pushed-down doc IN filter ({n_docs} keys)"
         else:
             found = docs.join(_small(wanted, n_docs), "doc", "left_semi")
             how = "semi-join"
-        found = found.select("doc", "id", "url", "fetch_time", "added_version", "text_len",
-                             "shingles").persist(StorageLevel.MEMORY_AND_DISK)
+        # Written out once and read back: later stages use these documents several
+        # times, and a cached plan would not keep the IN filter at the scan.
+        out.write(found.select("doc", "id", "url", "fetch_time", "added_version", "text_len",
+                               "shingles"), "index_documents")
+        found = _read(spark, out, "index_documents")
         pairs = (cross.join(found.select("doc", F.col("id").alias("id_b")), "doc")
                  .select(F.col("id").alias("id_a"), "id_b"))
         facts = {
@@ -362,7 +366,7 @@ def run_crawl_batch(spark: SparkSession, batch_path: str, index_root: str, outpu
         )
         report["seconds"]["total"] = round(time.perf_counter() - started, 3)
         for name in ("shingles", "signatures", "candidates", "blocks", "decisions",
-                     "_checkpoints"):
+                     "index_documents", "_checkpoints"):
             out.fs.delete(out.path(name))
         release_crawl_input(batch_path, out)
         out.write_json("report.json", report)
