@@ -139,14 +139,7 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         # from that Parquet, and verification reads the shingle sets from it
         # instead of re-reading and re-normalizing the input.
         out.write(feats, "shingles")
-        feats = _read(spark, out, "shingles")
-        # Ids are checked on the written Parquet (one column) rather than by a
-        # separate parse of the input; nothing is committed if they repeat.
-        try:
-            check_unique_ids(feats)
-        except InputError:
-            out.fs.delete(out.path("shingles"))
-            raise
+        feats = _checked_ids(spark, out, "shingles")
         ok = F.col("reason").isNull()
         if cfg.method == "simhash":
             sigs = add_simhash(feats.filter(ok).select(
@@ -161,6 +154,22 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
                       "signatures")
         out.write(feats.filter(~ok).select("id", "reason"), "rejects")
     return dict(_signature_counts(spark, out, facts), seconds=timer.seconds)
+
+
+def _checked_ids(spark: SparkSession, out: Output, name: str) -> DataFrame:
+    """Read back the first dataset of a run and check its ids are unique.
+
+    Ids are checked on the written Parquet (one column) rather than by a
+    separate parse of the input; the dataset is deleted, and nothing is
+    committed, if they repeat.
+    """
+    df = _read(spark, out, name)
+    try:
+        check_unique_ids(df)
+    except InputError:
+        out.fs.delete(out.path(name))
+        raise
+    return df
 
 
 def _signature_counts(spark: SparkSession, out: Output, facts: dict[str, Any]) -> dict[str, Any]:
@@ -197,12 +206,7 @@ def stage_vector_signatures(spark: SparkSession, input_path: str, out: Output,
         reason = F.coalesce(F.col("reject_reason"),
                             vector_rejects(F.col("vector"), dim, cfg.method == "hyperplane"))
         out.write(vecs.select("id", "vector", reason.alias("reason")), "vectors")
-        vecs = _read(spark, out, "vectors")
-        try:
-            check_unique_ids(vecs)
-        except InputError:
-            out.fs.delete(out.path("vectors"))
-            raise
+        vecs = _checked_ids(spark, out, "vectors")
         ok = vecs.filter(F.col("reason").isNull())
         sigs = add_vector_signatures(ok, cfg.method, dim, cfg.num_perm, cfg.seed, cfg.width)
         # Identical vectors share a 32-byte digest: the exact-duplicate key.

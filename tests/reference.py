@@ -27,3 +27,23 @@ def word_shingles(text: str, k: int = 5) -> set[str]:
 
 def jaccard(a: set, b: set) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def reference_components(vertices, edges):
+    """``{vertex: (smallest vertex of its component, component size)}`` by union-find."""
+    parent = {v: v for v in vertices}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    comp = {}
+    for v in vertices:
+        comp.setdefault(find(v), []).append(v)
+    return {v: (min(m), len(m)) for m in comp.values() for v in m}

@@ -7,31 +7,13 @@ from chispa import assert_df_equality
 from pyspark.sql import types as T
 
 from lsh_spark.cluster import ClusteringDidNotConverge, apply_keep_policy, connected_components
+from reference import reference_components
 
 OUT = T.StructType([
     T.StructField("id", T.LongType()),
     T.StructField("cluster_id", T.LongType()),
     T.StructField("cluster_size", T.LongType()),
 ])
-
-
-def reference_components(vertices, edges):
-    parent = {v: v for v in vertices}
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in edges:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    comp = {}
-    for v in vertices:
-        comp.setdefault(find(v), []).append(v)
-    return {v: (min(m), len(m)) for m in comp.values() for v in m}
 
 
 def run(spark, vertices, edges, contract=True):

@@ -9,24 +9,14 @@ import pytest
 
 from lsh_spark.config import ConfigError, DedupConfig
 from lsh_spark.pipeline import run_dedup
+from reference import reference_components
 
 
 def _components(ids, pairs):
-    parent = {i: i for i in ids}
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in pairs:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
+    """The partition of ``ids`` into connected components, as sorted lists."""
     groups = {}
-    for i in ids:
-        groups.setdefault(find(i), set()).add(i)
+    for v, (root, _) in reference_components(list(ids), pairs).items():
+        groups.setdefault(root, []).append(v)
     return sorted(sorted(g) for g in groups.values())
 
 
