@@ -168,10 +168,17 @@ def test_cluster_run_with_a_killed_executor_equals_local_run(cluster, spark, tmp
         job = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             # 3. Kill one executor once both run tasks and the job is well under way.
-            wait_for(lambda: busy_executors() or job.poll() is not None, 180,
-                     "an executor running Python tasks")
+            # The executor seen busy is the one killed (asking again could find its
+            # Python task already finished and none busy).
+            seen: list[int] = []
+
+            def busy_or_done() -> bool:
+                seen[:] = busy_executors()
+                return bool(seen) or job.poll() is not None
+
+            wait_for(busy_or_done, 180, "an executor running Python tasks")
             assert job.poll() is None, "the job ended before an executor could be killed"
-            victim = busy_executors()[0]
+            victim = seen[0]
             os.kill(victim, signal.SIGKILL)
             killed_at = time.monotonic()
             code = job.wait(timeout=900)
