@@ -63,7 +63,7 @@ from lsh_spark.pipeline import (
     stage_verify,
 )
 from lsh_spark.session import size_shuffle_partitions
-from lsh_spark.verify import jaccard, verify_pairs
+from lsh_spark.verify import jaccard, join_sides, verify_pairs
 
 CRAWL_KEEP = ("oldest", "newest")
 # Index documents looked up by a literal ``doc IN (...)`` filter (pushed down to
@@ -194,10 +194,9 @@ def _keeper_rank(keep: str):
 
 def _pair_jaccard(pairs: DataFrame, shingles: DataFrame, left: str, right: str) -> DataFrame:
     """Add the exact ``jaccard`` of ``left`` and ``right`` ids (shingles: (id, shingles))."""
-    a = shingles.select(F.col("id").alias(left), F.col("shingles").alias("_sa"))
-    b = shingles.select(F.col("id").alias(right), F.col("shingles").alias("_sb"))
-    return (pairs.join(a, left).join(b, right)
-            .withColumn("jaccard", jaccard(F.col("_sa"), F.col("_sb"))).drop("_sa", "_sb"))
+    return (join_sides(pairs, shingles, "shingles", left, right)
+            .withColumn("jaccard", jaccard(F.col("shingles_a"), F.col("shingles_b")))
+            .drop("shingles_a", "shingles_b"))
 
 
 def already_applied(spark: SparkSession, output: str, manifest: Manifest, batch_id: str
@@ -322,8 +321,6 @@ def run_crawl_batch(spark: SparkSession, batch_path: str, index_root: str, outpu
             out.write(_restore_id_col(deduped, cfg, facts["derived_ids"]), "deduped")
 
         with timer("segment"):
-            new_ids = decided.filter(~F.col("in_index") & (F.col("id") == F.col("keeper"))
-                                     ).select("id")
             new_docs = (new_ids.join(sigs.select("id", "text_hash", "text_len", "num_shingles"),
                                      "id")
                         .join(batch_shingles, "id")

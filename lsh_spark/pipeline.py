@@ -51,6 +51,7 @@ from lsh_spark.verify import (
     candidate_ids,
     drop_block_pairs,
     jaccard,
+    join_sides,
     verify_blocks,
     verify_pairs,
 )
@@ -371,12 +372,8 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
     with timer("verify"):
         exact = exact_duplicate_pairs(sigs.select("id", "text_hash")).select("id_a", "id_b")
         if cfg.method == "simhash":
-            fp = sigs.select("id", "simhash")
-            value = hamming(F.col("fa"), F.col("fb"))
-            near = (cands.join(fp.select(F.col("id").alias("id_a"), F.col("simhash").alias("fa")),
-                               "id_a")
-                    .join(fp.select(F.col("id").alias("id_b"), F.col("simhash").alias("fb")),
-                          "id_b")
+            value = hamming(F.col("simhash_a"), F.col("simhash_b"))
+            near = (join_sides(cands, sigs, "simhash")
                     .select("id_a", "id_b", value.alias(measure))
                     .filter(F.col(measure) <= cfg.max_hamming))
             found = near.unionByName(exact.withColumn(measure, F.lit(0)))
@@ -385,12 +382,10 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
                 try:
                     sh = _only(_read(spark, out, "shingles").filter(
                         F.col("shingles").isNotNull()), ids).select("id", "shingles")
-                    found = (found.join(sh.select(F.col("id").alias("id_a"),
-                                                  F.col("shingles").alias("sa")), "id_a")
-                             .join(sh.select(F.col("id").alias("id_b"),
-                                             F.col("shingles").alias("sb")), "id_b")
+                    found = (join_sides(found, sh, "shingles")
                              .select("id_a", "id_b", measure,
-                                     jaccard(F.col("sa"), F.col("sb")).alias("jaccard"))
+                                     jaccard(F.col("shingles_a"), F.col("shingles_b"))
+                                     .alias("jaccard"))
                              .filter(F.col("jaccard") >= F.lit(float(cfg.threshold))))
                     out.write(found, "pairs")
                 finally:
@@ -403,11 +398,9 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
             try:
                 needed = _only(vec, ids).select("id", "vector")
                 fn = cosine if cfg.method == "hyperplane" else distance
-                near = (cands.join(needed.select(F.col("id").alias("id_a"),
-                                                 F.col("vector").alias("va")), "id_a")
-                        .join(needed.select(F.col("id").alias("id_b"),
-                                            F.col("vector").alias("vb")), "id_b")
-                        .select("id_a", "id_b", fn(F.col("va"), F.col("vb")).alias(measure)))
+                near = (join_sides(cands, needed, "vector")
+                        .select("id_a", "id_b",
+                                fn(F.col("vector_a"), F.col("vector_b")).alias(measure)))
                 keep = (F.col(measure) >= F.lit(float(cfg.threshold))
                         if cfg.method == "hyperplane"
                         else F.col(measure) <= F.lit(float(cfg.max_distance)))

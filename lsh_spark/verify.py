@@ -54,6 +54,15 @@ def candidate_ids(candidates: DataFrame) -> DataFrame:
     ).distinct()
 
 
+def join_sides(pairs: DataFrame, table: DataFrame, value: str, left: str = "id_a",
+               right: str = "id_b", how: str = "inner") -> DataFrame:
+    """``pairs`` plus ``<value>_a`` and ``<value>_b``: ``table``'s ``value`` column
+    (``table`` keyed by ``id``) for the ``left`` and the ``right`` id of each pair."""
+    a = table.select(F.col("id").alias(left), F.col(value).alias(value + "_a"))
+    b = table.select(F.col("id").alias(right), F.col(value).alias(value + "_b"))
+    return pairs.join(a, left, how).join(b, right, how)
+
+
 def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
                  broadcast: bool = False) -> DataFrame:
     """``(id_a, id_b)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
@@ -65,12 +74,9 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
     needed = shingles.select("id", "shingles")
     if broadcast:
         needed = F.broadcast(needed)
-    left = needed.select(F.col("id").alias("id_a"), F.col("shingles").alias("sa"))
-    right = needed.select(F.col("id").alias("id_b"), F.col("shingles").alias("sb"))
     return (
-        candidates.join(left, "id_a")
-        .join(right, "id_b")
-        .select("id_a", "id_b", jaccard(F.col("sa"), F.col("sb")).alias("jaccard"))
+        join_sides(candidates, needed, "shingles")
+        .select("id_a", "id_b", jaccard(F.col("shingles_a"), F.col("shingles_b")).alias("jaccard"))
         .filter(F.col("jaccard") >= F.lit(float(threshold)))
     )
 
@@ -194,10 +200,8 @@ def block_memberships(blocks: DataFrame) -> DataFrame:
 
 def drop_block_pairs(candidates: DataFrame, memberships: DataFrame) -> DataFrame:
     """Candidate pairs minus those whose two documents share a block (checked there)."""
-    a = memberships.select(F.col("id").alias("id_a"), F.col("in_blocks").alias("_ba"))
-    b = memberships.select(F.col("id").alias("id_b"), F.col("in_blocks").alias("_bb"))
-    both = F.coalesce(F.arrays_overlap("_ba", "_bb"), F.lit(False))
-    return (candidates.join(a, "id_a", "left").join(b, "id_b", "left")
+    both = F.coalesce(F.arrays_overlap("in_blocks_a", "in_blocks_b"), F.lit(False))
+    return (join_sides(candidates, memberships, "in_blocks", how="left")
             .filter(~both).select("id_a", "id_b"))
 
 
