@@ -113,6 +113,8 @@ def main() -> None:
             "index_stage_bytes_read": read,
             "read_per_index_byte": round(read / before["bytes"], 3) if before["bytes"] else None,
             "index_documents_looked_up": report["lookup"].get("index_documents_looked_up", 0),
+            "band_table_read": report["lookup"].get("band_table_read"),
+            "document_table_read": report["lookup"].get("document_table_read"),
             "new": report["counts"]["new_documents"],
             "duplicates_of_index": report["counts"]["duplicates_of_index"],
             "duplicates_within_batch": report["counts"]["duplicates_within_batch"],
@@ -135,12 +137,19 @@ def main() -> None:
         "documents": start, "seconds": round(full_secs, 1),
         "deduped_documents": full["counts"]["deduped_documents"]}}
     print("\n| batch | documents | seconds | index docs before | index MB before "
-          "| MB read by index stages | read / index bytes | index docs looked up | new "
-          "| dups of index | dups in batch |\n|---|---|---|---|---|---|---|---|---|---|---|")
+          "| MB read by index stages | read / index bytes | band table | document table "
+          "| index docs looked up | new | dups of index | dups in batch |"
+          "\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def how(read):
+        return (f"{read['how']} ({read['keys']:,} keys, expected "
+                f"{read['expected_read_fraction']:.0%})" if read else "-")
+
     for r in rows:
         print(f"| {r['batch']} | {r['documents']:,} | {r['seconds']} | "
               f"{r['index_documents_before']:,} | {r['index_bytes_before'] / 1e6:.1f} | "
               f"{r['index_stage_bytes_read'] / 1e6:.1f} | {r['read_per_index_byte']} | "
+              f"{how(r['band_table_read'])} | {how(r['document_table_read'])} | "
               f"{r['index_documents_looked_up']:,} | {r['new']:,} | "
               f"{r['duplicates_of_index']:,} | {r['duplicates_within_batch']:,} |")
     print(f"\nlast batch: {last['documents']:,} documents against "

@@ -3,12 +3,12 @@
 :func:`run_crawl_batch` runs the core pipeline's stages on the batch (extract,
 signatures, candidates, verify) into the staged ``--output``, then:
 
-1. **Lookup.**  The batch's band keys are joined with the index's band table
-   ``(bucket, doc)`` (the batch side broadcast, so the history is filtered where
-   it is read and only matches are shuffled).  The index documents found are
-   read with their shingle sets (a pushed-down ``doc IN (...)`` filter when
-   there are at most ``PUSHDOWN_DOCS`` of them, so Parquet skips the row groups
-   that hold none).
+1. **Lookup.**  The batch's band keys are looked up in the index's band table
+   ``(bucket, doc)``, then the index documents they lead to are read with their
+   shingle sets, both by :meth:`CrawlIndex.lookup`: keys pushed down to the
+   Parquet reader, which skips the row groups of the range-partitioned tables
+   that hold none of them (or, when most row groups would be read anyway, a
+   scan filtered by the broadcast keys).  Only matches are shuffled.
 2. **Verify.**  Every (batch document, index document) candidate gets its exact
    Jaccard, as in the core pipeline; pairs below ``--threshold`` are dropped.
 3. **Decide.**  Verified pairs within the batch and across form clusters; each
@@ -40,7 +40,6 @@ from lsh_spark.banding import explode_bands
 from lsh_spark.cluster import connected_components
 from lsh_spark.config import ConfigError, DedupConfig
 from lsh_spark.index import (
-    DOCS_ROW_GROUP_BYTES,
     CrawlIndex,
     Manifest,
     describe,
@@ -66,9 +65,8 @@ from lsh_spark.session import size_shuffle_partitions
 from lsh_spark.verify import jaccard, join_sides, verify_pairs
 
 CRAWL_KEEP = ("oldest", "newest")
-# Index documents looked up by a literal ``doc IN (...)`` filter (pushed down to
-# Parquet row-group statistics) up to this many; more take a broadcast semi-join.
-PUSHDOWN_DOCS = 50_000
+# Bytes per index document assumed for the first batch's segment (files sizing).
+FIRST_SEGMENT_BYTES_PER_DOC = 1_500
 
 
 def default_batch_id(spark: SparkSession, path: str) -> str:
@@ -106,7 +104,7 @@ def _reject_indexed(spark: SparkSession, out: StagedOutput, index: CrawlIndex,
     sigs = _read(spark, out, "signatures")
     keys = sigs.select("id", doc_key(F.col("id")).alias("doc"))
     n = keys.count()
-    docs = index.docs(parent)
+    docs, _ = index.lookup(parent, "docs", "doc", _small(keys.select("doc"), n), n)
     hits = (docs.select("doc", "id", "batch_id").join(_small(keys, n), ["doc", "id"])
             .persist(StorageLevel.MEMORY_AND_DISK))
     try:
@@ -131,10 +129,10 @@ def _lookup(spark: SparkSession, out: StagedOutput, index: CrawlIndex, parent: M
     rows = explode_bands(_read(spark, out, "signatures"), b, r).select("id", "bucket")
     keys = rows.select("bucket").distinct().persist(StorageLevel.MEMORY_AND_DISK)
     n_keys = keys.count()
-    # The one scan of the index's band table: only rows in the batch's buckets
-    # survive it (the batch's keys are broadcast), and they are kept.
-    matched = index.bands(parent).join(_small(keys, n_keys), "bucket", "left_semi").persist(
-        StorageLevel.MEMORY_AND_DISK)
+    # The one read of the index's band table: only rows in the batch's buckets
+    # survive it, and they are kept.
+    matched, band_read = index.lookup(parent, "bands", "bucket", _small(keys, n_keys), n_keys)
+    matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
     per_bucket = matched.groupBy("bucket").agg(F.count(F.lit(1)).alias("n"),
                                                F.min("doc").alias("first")).persist(
         StorageLevel.MEMORY_AND_DISK)
@@ -152,16 +150,9 @@ def _lookup(spark: SparkSession, out: StagedOutput, index: CrawlIndex, parent: M
                                  .alias("bounded")).first()
         wanted = cross.select("doc").distinct()
         n_docs = wanted.count()
-        docs = index.docs(parent)
-        if n_docs <= PUSHDOWN_DOCS:
-            doc_keys = [r_["doc"] for r_ in wanted.collect()]
-            found = docs.filter(F.col("doc").isin(doc_keys) if doc_keys else F.lit(False))
-            how = f"pushed-down doc IN filter ({n_docs} keys)"
-        else:
-            found = docs.join(_small(wanted, n_docs), "doc", "left_semi")
-            how = "semi-join"
+        found, doc_read = index.lookup(parent, "docs", "doc", _small(wanted, n_docs), n_docs)
         # Written out once and read back: later stages use these documents several
-        # times, and a cached plan would not keep the IN filter at the scan.
+        # times, and a cached plan would not keep the pushed-down keys at the scan.
         out.write(found.select("doc", "id", "url", "fetch_time", "added_version", "text_len",
                                "shingles"), "index_documents")
         found = _read(spark, out, "index_documents")
@@ -173,7 +164,8 @@ def _lookup(spark: SparkSession, out: StagedOutput, index: CrawlIndex, parent: M
             "bounded_index_buckets": int(buckets["bounded"]),
             "cross_candidate_pairs": cross.count(),
             "index_documents_looked_up": found.count(),
-            "index_document_lookup": how,
+            "band_table_read": band_read,
+            "document_table_read": doc_read,
         }
     finally:
         keys.unpersist()
@@ -339,7 +331,10 @@ def run_crawl_batch(spark: SparkSession, batch_path: str, index_root: str, outpu
                 "bucket", doc_key(F.col("id")).alias("doc"))
             removed = _read(spark, out, "superseded").select(
                 doc_key(F.col("id")).alias("doc"), "id")
-            stats = index.write_segment(segment, docs, bands, removed, DOCS_ROW_GROUP_BYTES)
+            per_doc = (parent.bytes / parent.documents if parent and parent.documents
+                       else FIRST_SEGMENT_BYTES_PER_DOC)
+            stats = index.write_segment(segment, docs, bands, removed,
+                                        new_ids.count() * per_doc)
         entry = segment_entry(stats, version, batch_id, "batch")
         new_manifest = Manifest(
             version=version,

@@ -10,10 +10,22 @@ Layout under ``--index DIR``::
 
 A batch adds one segment; ``jobs/index_compact.py`` rewrites all live segments
 into one.  ``doc`` is XXH64 of the document id, an 8-byte join key: the band
-table is two 64-bit columns per band (about 16 bytes x bands per document),
-which is all a batch's lookup reads of the history besides the documents its
-buckets touch.  A 64-bit collision can only add a candidate, never lose one:
-candidates are verified on their real ids and exact shingle sets.
+table is two 64-bit columns per band (about 16 bytes x bands per document).  A
+64-bit collision can only add a candidate, never lose one: candidates are
+verified on their real ids and exact shingle sets.
+
+**Reads in proportion to the batch.**  Each table of a segment is range
+partitioned on its key (``docs`` on ``doc``, ``bands`` on ``bucket``), so every
+file holds one key range, sorted, in small row groups (``DOCS_ROW_GROUP_BYTES``,
+``BANDS_ROW_GROUP_BYTES``) whose min/max statistics are narrow; ``docs`` also
+carries a Parquet bloom filter on ``doc``.  A lookup of K keys pushes them down
+as equality predicates (:func:`any_of`), and the Parquet reader skips every row
+group whose range (or bloom filter) holds none of them: it reads at most K row
+groups per segment, however long the history.  The manifest records each
+table's bytes and row groups, and :meth:`CrawlIndex.lookup` only pushes keys
+down when the expected share of row groups read (``1 - exp(-K / G)`` per
+segment) is at most ``MAX_READ_FRACTION``; beyond that a scan with a broadcast
+semi-join is cheaper than planning thousands of predicates.
 
 Commits are atomic and ordered.  A segment is written under ``_staging/``,
 renamed into ``segments/`` and then made visible by writing the next manifest
@@ -30,6 +42,7 @@ them.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 import uuid
@@ -48,23 +61,42 @@ FORMAT_VERSION = 1
 # they decide the shingle sets, the signatures and the band keys.
 INDEX_PARAMS = ("threshold", "num_perm", "bands", "rows", "shingle", "k", "seed",
                 "max_text_chars")
-# Row groups of docs/ tables: about 800 documents' shingle sets each (see
-# CrawlIndex.write_segment on what this does and does not save).
-DOCS_ROW_GROUP_BYTES = 1 << 20
+# Segment layout 2: tables range partitioned on their key (LAYOUT in the
+# manifest's segment entries; segments without it are read whole).
+LAYOUT = 2
+# Row groups: about 200 documents' shingle sets, or about 4,000 band rows.  A
+# lookup reads at most one row group per key and segment, so smaller groups read
+# less; below these sizes per-group overheads (footer entries, read-ahead) grow.
+DOCS_ROW_GROUP_BYTES = 256 << 10
+BANDS_ROW_GROUP_BYTES = 64 << 10
+# Bloom filter on docs.doc, per row group (Parquet rounds it to 2 KB).
+DOCS_BLOOM_NDV = 1024
+DOCS_BLOOM_FPP = 0.001
+# Files of a segment: about this many bytes each.
+SEGMENT_FILE_BYTES = 256 << 20
+# Keys pushed down to Parquet: a search tree over IN lists of PUSHDOWN_CHUNK values.
+# Spark 4.0 turns an IN list into a left-deep OR of equalities, which overflows
+# a task thread's stack at about 1,000 values (measured), so lists are chunked.
+PUSHDOWN_CHUNK = 128
+MAX_PUSHDOWN_KEYS = 16_384
+MAX_READ_FRACTION = 0.5
 _MANIFEST = re.compile(r"^v(\d{8})\.json$")
 
+# Column order is read order: a lookup reads doc..shingles in one run per row
+# group, the already-indexed check reads doc, id, batch_id; the columns no lookup
+# reads come last.
 DOCS_SCHEMA = T.StructType([
     T.StructField("doc", T.LongType(), False),
     T.StructField("id", T.StringType(), False),
+    T.StructField("batch_id", T.StringType(), False),
     T.StructField("url", T.StringType(), True),
     T.StructField("fetch_time", T.TimestampType(), True),
-    T.StructField("content_digest", T.StringType(), True),
-    T.StructField("batch_id", T.StringType(), False),
     T.StructField("added_version", T.IntegerType(), False),
-    T.StructField("text_hash", T.BinaryType(), True),
     T.StructField("text_len", T.IntegerType(), True),
-    T.StructField("num_shingles", T.IntegerType(), True),
     T.StructField("shingles", T.ArrayType(T.LongType(), True), True),
+    T.StructField("content_digest", T.StringType(), True),
+    T.StructField("text_hash", T.BinaryType(), True),
+    T.StructField("num_shingles", T.IntegerType(), True),
 ])
 
 
@@ -173,7 +205,10 @@ class CrawlIndex:
 
     def _read(self, manifest: Manifest, table: str) -> DataFrame | None:
         paths = [f"{self.segment_path(s['name'])}/{table}" for s in manifest.segments]
-        return self.spark.read.parquet(*paths) if paths else None
+        # Page indexes are not read: a row group here is one page per column, and
+        # reading a page index costs a seek and a buffer fill per row group.
+        return (self.spark.read.option("parquet.filter.columnindex.enabled", "false")
+                .parquet(*paths) if paths else None)
 
     def removed(self, manifest: Manifest) -> DataFrame | None:
         if not any(s.get("removed", 0) for s in manifest.segments):
@@ -193,27 +228,82 @@ class CrawlIndex:
         documents are gone from :meth:`docs`, so a join through docs drops them)."""
         return self._read(manifest, "bands")
 
+    def read_fraction(self, manifest: Manifest, table: str, n_keys: int) -> float:
+        """Expected share of ``table``'s bytes that a lookup of ``n_keys`` random keys
+        reads: ``1 - exp(-K/G)`` of each segment's G row groups (1 for a segment
+        written before layout 2, whose files each span every key)."""
+        total = read = 0.0
+        for seg in manifest.segments:
+            t = seg.get("tables", {}).get(table) if seg.get("layout") == LAYOUT else None
+            if t is None:
+                total += seg["bytes"]
+                read += seg["bytes"]
+                continue
+            total += t["bytes"]
+            read += t["bytes"] * -math.expm1(-n_keys / max(1, t["row_groups"]))
+        return read / total if total else 0.0
+
+    def lookup(self, manifest: Manifest, table: str, column: str, keys: DataFrame,
+               n_keys: int, max_read_fraction: float | None = None
+               ) -> tuple[DataFrame, dict[str, Any]]:
+        """Rows of ``table`` ("docs": live documents, or "bands") whose ``column`` is
+        one of the ``n_keys`` values of one-column ``keys``, and how they were read.
+
+        Up to ``MAX_PUSHDOWN_KEYS`` keys (collected: a bounded list), when the
+        expected share read is at most ``max_read_fraction`` (default
+        ``MAX_READ_FRACTION``), are pushed down to
+        the Parquet reader (row groups skipped by statistics and bloom filters);
+        otherwise the table is scanned and semi-joined with ``keys`` (broadcast
+        by the caller when small).
+        """
+        if max_read_fraction is None:
+            max_read_fraction = MAX_READ_FRACTION
+        df = self.docs(manifest) if table == "docs" else self.bands(manifest)
+        fraction = self.read_fraction(manifest, table, n_keys)
+        facts = {"keys": n_keys, "expected_read_fraction": round(fraction, 4)}
+        if n_keys <= MAX_PUSHDOWN_KEYS and fraction <= max_read_fraction:
+            values = [row[0] for row in keys.collect()]
+            conf = "spark.sql.parquet.pushdown.inFilterThreshold"
+            if int(self.spark.conf.get(conf, "10")) < PUSHDOWN_CHUNK:
+                self.spark.conf.set(conf, str(PUSHDOWN_CHUNK))
+            return df.filter(any_of(column, values)), dict(facts, how="row-group skipping")
+        return df.join(keys, column, "left_semi"), dict(facts, how="scan")
+
     # -- writing ------------------------------------------------------------
     def write_segment(self, name: str, docs: DataFrame, bands: DataFrame,
-                      removed: DataFrame, row_group_bytes: int) -> dict[str, Any]:
+                      removed: DataFrame, est_bytes: int,
+                      file_bytes: int = SEGMENT_FILE_BYTES) -> dict[str, Any]:
         """Write a segment under ``_staging/`` and describe it for the manifest.
 
-        ``docs`` is sorted by ``doc`` within each file and written in small row
-        groups (``row_group_bytes``) so that a lookup by a pushed-down
-        ``doc IN (...)`` filter *could* skip the row groups whose ``doc`` range
-        holds no key.  Measured with Spark 4.0.1 it does not (the README's
-        results): every row group is read.
+        Both key tables are range partitioned into about ``est_bytes /
+        file_bytes`` files, sorted by key within each, in small row
+        groups (module docstring); the entry records each table's bytes, files
+        and row groups, which :meth:`lookup` needs to choose how to read.
         """
         base = self.staging_path(name)
+        n_files = max(1, -(-int(est_bytes) // file_bytes))
         docs = docs.select(*[F.col(f.name).cast(f.dataType) for f in DOCS_SCHEMA.fields])
-        (docs.sortWithinPartitions("doc").write.mode("error")
-         .option("parquet.block.size", str(row_group_bytes)).parquet(f"{base}/docs"))
-        bands.sortWithinPartitions("bucket").write.mode("error").parquet(f"{base}/bands")
+        (docs.repartitionByRange(n_files, "doc").sortWithinPartitions("doc")
+         .write.mode("error")
+         .option("parquet.block.size", str(DOCS_ROW_GROUP_BYTES))
+         .option("parquet.bloom.filter.enabled#doc", "true")
+         .option("parquet.bloom.filter.expected.ndv#doc", str(DOCS_BLOOM_NDV))
+         .option("parquet.bloom.filter.fpp#doc", str(DOCS_BLOOM_FPP))
+         .parquet(f"{base}/docs"))
+        (bands.repartitionByRange(n_files, "bucket").sortWithinPartitions("bucket")
+         .write.mode("error").option("parquet.block.size", str(BANDS_ROW_GROUP_BYTES))
+         .option("parquet.writer.version", "v2")  # delta-encoded sorted buckets: -12%
+         .parquet(f"{base}/bands"))
         removed.write.mode("error").parquet(f"{base}/removed")
         r = self.spark.read
+        tables = {}
+        for table in ("docs", "bands"):
+            files, groups = self.fs.parquet_row_groups(f"{base}/{table}")
+            tables[table] = {"bytes": self.fs.size_bytes(f"{base}/{table}"), "files": files,
+                             "row_groups": groups}
         return {"name": name, "docs": r.parquet(f"{base}/docs").count(),
                 "removed": r.parquet(f"{base}/removed").count(),
-                "bytes": self.fs.size_bytes(base)}
+                "bytes": self.fs.size_bytes(base), "layout": LAYOUT, "tables": tables}
 
     def commit(self, parent: Manifest | None, new: Manifest, staged: list[str]) -> None:
         """Publish ``staged`` segments and manifest ``new`` (= parent version + 1).
@@ -261,6 +351,29 @@ class CrawlIndex:
         return dead
 
 
+def any_of(column: str, values: list) -> Any:
+    """``column IN values`` (values sorted) in a form Spark pushes down to Parquet
+    whole: a binary search tree of ``(column <= split AND left) OR (column > split
+    AND right)`` over IN lists of at most ``PUSHDOWN_CHUNK`` values.  Parquet drops
+    a row group as soon as its min/max rule out a subtree, and a row costs about
+    two comparisons per level and one hash lookup, where one long IN list would
+    overflow the stack (``PUSHDOWN_CHUNK``) and a flat OR of chunks would cost a
+    hash lookup per chunk."""
+    if not values:
+        return F.lit(False)
+    values = sorted(values)
+    col = F.col(column)
+
+    def tree(lo: int, hi: int):
+        if hi - lo <= PUSHDOWN_CHUNK:
+            return col.isin(values[lo:hi])
+        mid = (lo + hi) // 2
+        split = values[mid - 1]
+        return ((col <= F.lit(split)) & tree(lo, mid)) | ((col > F.lit(split)) & tree(mid, hi))
+
+    return tree(0, len(values))
+
+
 def segment_entry(stats: dict[str, Any], version: int, batch_id: str | None,
                   kind: str) -> dict[str, Any]:
     return dict(stats, version_added=version, batch_id=batch_id, kind=kind)
@@ -277,8 +390,8 @@ def describe(manifest: Manifest | None) -> dict[str, Any]:
             "segments": len(manifest.segments), "batches": len(manifest.batches)}
 
 
-def compact(spark: SparkSession, root: str, target_file_bytes: int = 256 << 20,
-            row_group_bytes: int = DOCS_ROW_GROUP_BYTES) -> dict[str, Any]:
+def compact(spark: SparkSession, root: str,
+            target_file_bytes: int = SEGMENT_FILE_BYTES) -> dict[str, Any]:
     """Rewrite the live index into one segment of files of about ``target_file_bytes``.
 
     The documents and band rows of live documents are unchanged (superseded
@@ -291,14 +404,13 @@ def compact(spark: SparkSession, root: str, target_file_bytes: int = 256 << 20,
     if manifest is None:
         raise IndexError(f"--index: no index at {index.root} (no committed manifest)")
     before = describe(manifest)
-    n_files = max(1, -(-manifest.bytes // target_file_bytes))
-    docs = index.docs(manifest).repartitionByRange(n_files, "doc")
-    bands = (index.bands(manifest).join(index.docs(manifest).select("doc"), "doc", "left_semi")
-             .repartitionByRange(n_files, "bucket"))
+    docs = index.docs(manifest)
+    bands = index.bands(manifest).join(index.docs(manifest).select("doc"), "doc", "left_semi")
     removed = spark.createDataFrame([], "doc bigint, id string")
     name = index.new_segment_name(manifest.version + 1)
     try:
-        stats = index.write_segment(name, docs, bands, removed, row_group_bytes)
+        stats = index.write_segment(name, docs, bands, removed, manifest.bytes,
+                                    target_file_bytes)
         entry = segment_entry(stats, manifest.version + 1, None, "compacted")
         entry["compacted_from"] = [s["name"] for s in manifest.segments]
         new = Manifest(version=manifest.version + 1, params=manifest.params, segments=[entry],

@@ -93,6 +93,24 @@ class FileSystem:
         """Data files below ``path`` (recursively), skipping hidden and ``_`` files."""
         return [name for name, _, _ in self.fingerprint(path)]
 
+    def parquet_row_groups(self, path: str) -> tuple[int, int]:
+        """``(files, row groups)`` of the Parquet files below ``path``, from their
+        footers (read by the JVM's Parquet reader: any Hadoop file system)."""
+        jvm = self._jvm
+        files = groups = 0
+        for name in self.list_files(path):
+            if not name.endswith(".parquet"):
+                continue
+            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+                jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
+                    self._p(name), self._conf))
+            try:
+                groups += int(reader.getRowGroups().size())
+            finally:
+                reader.close()
+            files += 1
+        return files, groups
+
     def size_bytes(self, path: str) -> int:
         """Total length of the files below ``path`` (or of the file itself)."""
         return int(self._fs.getContentSummary(self._p(path)).getLength())
