@@ -149,6 +149,46 @@ def test_third_batch_and_keep_oldest_supersedes(crawl, spark, tmp_path):
     assert r2["counts"]["duplicates_of_index"] == 1         # the older archive copy of ars
 
 
+OLD_DOCS_ORDER = ("doc", "id", "url", "fetch_time", "content_digest", "batch_id",
+                  "added_version", "text_hash", "text_len", "num_shingles", "shingles")
+
+
+def test_an_index_of_the_earlier_layout_is_read_and_compacts_to_the_new_one(crawl, spark,
+                                                                           tmp_path):
+    """Segments written before layout 2 (files in the earlier column order, no
+    layout or table sizes in the manifest) are read whole, give the same
+    results, and compaction rewrites them in the current layout."""
+    index = tmp_path / "index"
+    shutil.copytree(crawl["index"], index)
+    idx = CrawlIndex(spark, str(index))
+    m = idx.current()
+    for seg in m.segments:
+        docs = idx.segment_path(seg["name"]) + "/docs"
+        spark.read.parquet(docs).select(*OLD_DOCS_ORDER).write.parquet(docs + ".old")
+        idx.fs.delete(docs)
+        idx.fs.rename(docs + ".old", docs)
+    manifest_file = index / "_manifests" / f"v{m.version:08d}.json"
+    data = json.loads(manifest_file.read_text())
+    for seg in data["segments"]:
+        del seg["layout"], seg["tables"]
+    manifest_file.write_text(json.dumps(data))
+    (index / "_manifests" / f".v{m.version:08d}.json.crc").unlink(missing_ok=True)
+
+    r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "o"),
+                        CFG)
+    assert r["lookup"]["document_table_read"] == {
+        "keys": r["lookup"]["index_documents_looked_up"], "expected_read_fraction": 1.0,
+        "how": "scan"}
+    assert r["counts"]["duplicates_of_index"] == 1
+    assert r["counts"]["superseded_index_documents"] == 1
+    assert r["index"]["after"]["documents"] == 8 + 3 - 1
+    result = compact(spark, str(index))
+    seg = idx.current().segments[0]
+    assert seg["layout"] == index_mod.LAYOUT and seg["docs"] == 10
+    assert result["after"]["documents"] == 10
+    assert idx.docs(idx.current()).columns == [f.name for f in index_mod.DOCS_SCHEMA.fields]
+
+
 @pytest.mark.parametrize("where", ["stage_verify", "_lookup", "write_segment", "rename_new"])
 def test_a_run_that_dies_leaves_the_index_as_it_was(crawl, spark, tmp_path, monkeypatch, where):
     import lsh_spark.crawl as crawl_mod
