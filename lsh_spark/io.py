@@ -93,11 +93,11 @@ class FileSystem:
         """Data files below ``path`` (recursively), skipping hidden and ``_`` files."""
         return [name for name, _, _ in self.fingerprint(path)]
 
-    def parquet_row_groups(self, path: str) -> tuple[int, int]:
-        """``(files, row groups)`` of the Parquet files below ``path``, from their
-        footers (read by the JVM's Parquet reader: any Hadoop file system)."""
+    def parquet_row_groups(self, path: str) -> tuple[int, int, int]:
+        """``(files, row groups, rows)`` of the Parquet files below ``path``, from
+        their footers (read by the JVM's Parquet reader: any Hadoop file system)."""
         jvm = self._jvm
-        files = groups = 0
+        files = groups = rows = 0
         for name in self.list_files(path):
             if not name.endswith(".parquet"):
                 continue
@@ -106,10 +106,11 @@ class FileSystem:
                     self._p(name), self._conf))
             try:
                 groups += int(reader.getRowGroups().size())
+                rows += int(reader.getRecordCount())
             finally:
                 reader.close()
             files += 1
-        return files, groups
+        return files, groups, rows
 
     def size_bytes(self, path: str) -> int:
         """Total length of the files below ``path`` (or of the file itself)."""
