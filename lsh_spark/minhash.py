@@ -13,13 +13,18 @@ full 64-bit hashes.)
 arithmetic that never changes between numpy versions or machines, so the same
 seed gives the same signatures everywhere.
 
-The kernel works on a flat array of all shingles in a batch, one permutation at
-a time: ``a_i * x + b_i`` and the remainder in place over the whole contiguous
-array (numpy divides by a scalar with a precomputed multiplier, no hardware
-division), then per-document minima with ``np.minimum.reduceat`` over the Arrow
-list offsets.  The working set is one ``uint64`` per shingle of the batch,
-whatever ``num_perm`` is.  ``bench/minhash_throughput.py`` compares it with a
-plain numpy loop on the same arrays.
+The kernel works on a flat array of all shingles in a batch, cut at document
+boundaries into chunks of about ``CHUNK`` values (64K: the chunk and its two
+scratch arrays stay in a core's L2 cache while all ``num_perm`` permutations
+pass over it).  Per permutation and chunk: ``a_i * x + b_i`` in place, then the
+remainder by the Mersenne prime without a division: with ``h < 2**62``,
+``t = (h & p) + (h >> 31)`` is congruent to ``h`` (``2**31 = 1 mod p``) and below
+``2 p``, and ``min(t, t - p)`` in wrapping ``uint64`` is ``t mod p``; then
+per-document minima with ``np.minimum.reduceat`` over the Arrow list offsets.
+The results are bit-identical to ``(a_i * x + b_i) % p``, about three times as
+fast (numpy's ``%`` by a scalar is a hardware division per element).
+``bench/minhash_throughput.py`` compares it with a plain numpy loop on the same
+arrays.
 
 Example
 -------
@@ -41,6 +46,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 MERSENNE_31 = np.uint64((1 << 31) - 1)
+# Shingle values per chunk of the kernel (see the module docstring).
+CHUNK = 1 << 16
 _P = (1 << 31) - 1
 _MASK64 = (1 << 64) - 1
 
@@ -91,14 +98,30 @@ def minhash_flat(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.n
         return np.full((0, num_perm), MERSENNE_31, dtype=np.uint64)
     values = values[offsets[0]:offsets[-1]]
     starts = offsets[:-1] - offsets[0]
+    ends = offsets[1:] - offsets[0]
     x = values.astype(np.uint64, copy=False) % MERSENNE_31
-    h = np.empty_like(x)
     sig = np.empty((num_perm, n_docs), dtype=np.uint64)
-    for i in range(num_perm):
-        np.multiply(x, a[i], out=h)
-        h += b[i]
-        np.remainder(h, MERSENNE_31, out=h)
-        np.minimum.reduceat(h, starts, out=sig[i])
+    # Chunks end at document boundaries; a document longer than CHUNK is a chunk alone.
+    size = max(CHUNK, int((ends - starts).max()))
+    h = np.empty(size, dtype=np.uint64)
+    t = np.empty(size, dtype=np.uint64)
+    shift = np.uint64(31)
+    d0 = 0
+    while d0 < n_docs:
+        d1 = max(d0 + 1, int(np.searchsorted(ends, starts[d0] + CHUNK, side="right")))
+        lo, hi = starts[d0], ends[d1 - 1]
+        xc, hc, tc = x[lo:hi], h[:hi - lo], t[:hi - lo]
+        local = starts[d0:d1] - lo
+        for i in range(num_perm):
+            np.multiply(xc, a[i], out=hc)
+            hc += b[i]
+            np.bitwise_and(hc, MERSENNE_31, out=tc)
+            np.right_shift(hc, shift, out=hc)
+            hc += tc
+            np.subtract(hc, MERSENNE_31, out=tc)
+            np.minimum(hc, tc, out=hc)
+            np.minimum.reduceat(hc, local, out=sig[i, d0:d1])
+        d0 = d1
     return np.ascontiguousarray(sig.T)
 
 

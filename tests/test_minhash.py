@@ -62,6 +62,35 @@ def test_kernel_equals_python_bigint_reference(num_perm):
                           _reference(edge, [0, 1, 2, 3, 4, 5], a, b))
 
 
+def test_kernel_chunks_and_division_free_remainder_are_exact(monkeypatch):
+    import lsh_spark.minhash as mh
+
+    # Chunks of 10 values: documents shorter than, equal to and longer than a
+    # chunk, so every chunk boundary case is crossed.
+    monkeypatch.setattr(mh, "CHUNK", 10)
+    rng = np.random.default_rng(7)
+    lengths = [3, 7, 10, 1, 25, 9, 2, 11, 4]
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    values = rng.integers(0, 2**64 - 1, size=offsets[-1], dtype=np.uint64)
+    a, b = permutation_params(16, seed=9)
+    assert np.array_equal(minhash_flat(values, offsets, a, b), _reference(values, offsets, a, b))
+    # a * x + b whose low 31 bits are all ones (h & p == p, h = 0 mod p on the
+    # low half) and products near the top of the range reduce exactly too.
+    hits = []
+    for ai, bi in zip(a.tolist(), b.tolist()):
+        if ai % 2:  # solve a * x + b = 2**31 - 1 (mod 2**31) for x
+            x = ((2**31 - 1 - bi) * pow(ai, -1, 2**31)) % 2**31
+            if x < P:
+                assert (ai * x + bi) & P == P
+                hits.append(x)
+    assert hits
+    hits = np.array(hits, dtype=np.uint64)
+    top = np.array([P - 1, P - 2, (P - 1) // 2], dtype=np.uint64)
+    edge = np.concatenate([hits, top])
+    one_each = np.arange(len(edge) + 1)
+    assert np.array_equal(minhash_flat(edge, one_each, a, b), _reference(edge, one_each, a, b))
+
+
 def test_empty_document_is_refused():
     a, b = permutation_params(4, 1)
     with pytest.raises(ValueError, match="at least one shingle"):
