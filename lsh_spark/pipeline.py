@@ -46,8 +46,11 @@ from lsh_spark.simhash import add_simhash, block_bounds, explode_tables, hamming
 from lsh_spark.normalize import prepare
 from lsh_spark.session import size_shuffle_partitions
 from lsh_spark.shingle import add_shingles, text_hash
+from lsh_spark import verify as verify_module
 from lsh_spark.verify import (
+    block_groups,
     block_memberships,
+    block_tasks,
     candidate_ids,
     drop_block_pairs,
     jaccard,
@@ -325,6 +328,7 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         # Read twice below (its ids, then the pairs themselves): computed once.
         cands = drop_block_pairs(cands, memberships).persist(StorageLevel.MEMORY_AND_DISK)
         pair_ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
+        groups = None
         # Shingles of the pair candidates only, read once (both sides of every
         # pair need them) and broadcast when they are small.
         shingles = _only(all_shingles, pair_ids).select("id", "shingles").persist(
@@ -337,11 +341,17 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
                                 broadcast=est_bytes <= BROADCAST_SHINGLE_BYTES)
             found = near.unionByName(exact_duplicate_pairs(sigs.select("id", "text_hash")))
             if memberships.limit(1).count():  # no blocks, no second read of shingles/
+                # Read twice (the number of tasks, then the tasks): computed once.
+                groups = block_groups(blocks, memberships, cfg.max_bucket_size).persist(
+                    StorageLevel.MEMORY_AND_DISK)
                 found = found.unionByName(verify_blocks(
                     blocks, memberships, _only(all_shingles, memberships.select("id")),
-                    cfg.threshold, cfg.max_bucket_size))
+                    cfg.threshold, cfg.max_bucket_size, groups=groups))
             out.write(found, "pairs")
+            block_work = _block_work(groups)
         finally:
+            if groups is not None:
+                groups.unpersist()
             shingles.unpersist()
             pair_ids.unpersist()
             cands.unpersist()
@@ -355,9 +365,24 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
     return {
         "counts": {"verified_pairs": sum(r["n"] for r in bins),
                    "pairs_with_jaccard_1": sum(r["exact"] for r in bins)},
+        "block_verification": block_work,
         "jaccard_histogram": [{"from": round(r["bin"] / 20, 2), "pairs": r["n"]} for r in bins],
         "seconds": timer.seconds,
     }
+
+
+def _block_work(groups: DataFrame | None) -> dict[str, Any]:
+    """How block verification was shared out: groups, tasks, the largest group."""
+    work = {"groups": 0, "tasks": 0, "split_groups": 0, "largest_group": 0,
+            "pairs_per_task": verify_module.PAIRS_PER_TASK}
+    if groups is not None:
+        row = (block_tasks(groups).filter(F.col("part") == 0)
+               .agg(F.count(F.lit(1)).alias("groups"), F.sum("parts").alias("tasks"),
+                    F.count(F.when(F.col("parts") > 1, 1)).alias("split"),
+                    F.max("n").alias("largest")).first())
+        work.update(groups=int(row["groups"]), tasks=int(row["tasks"] or 0),
+                    split_groups=int(row["split"]), largest_group=int(row["largest"] or 0))
+    return work
 
 
 def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig

@@ -38,6 +38,13 @@ PAIR_SCHEMA = T.StructType([
     T.StructField("id_b", T.StringType(), False),
     T.StructField("jaccard", T.DoubleType(), False),
 ])
+PAIR_ARROW_SCHEMA = pa.schema([pa.field("id_a", pa.string(), False),
+                               pa.field("id_b", pa.string(), False),
+                               pa.field("jaccard", pa.float64(), False)])
+# A block group with more pairs than this is verified by several tasks, each
+# computing a contiguous share of its rows (one template family of 5,000
+# members holds 12.5 million pairs: 13 tasks instead of one straggler).
+PAIRS_PER_TASK = 1 << 20
 
 
 def jaccard(a: Column, b: Column) -> Column:
@@ -95,25 +102,45 @@ def _incidence_columns(values: np.ndarray, lengths: np.ndarray
 
 
 def _gram_rows(rows: np.ndarray, cols: np.ndarray, n: int, v: int, r0: int, r1: int,
-               dtype: type) -> np.ndarray:
-    """Rows ``r0:r1`` of ``M @ M.T`` for the 0/1 matrix given by ``(rows, cols)``.
+               dtype: type, first: int = 0) -> np.ndarray:
+    """Rows ``r0:r1``, columns ``first:n`` of ``M @ M.T`` for the 0/1 matrix ``(rows, cols)``.
 
-    Evaluated in column chunks so no dense piece exceeds ``BLOCK_CELLS`` cells.
+    Evaluated in chunks of the matrix's columns so no dense piece exceeds
+    ``BLOCK_CELLS`` cells.
     """
-    out = np.zeros((r1 - r0, n), dtype=dtype)
+    out = np.zeros((r1 - r0, n - first), dtype=dtype)
     step = max(1, BLOCK_CELLS // max(n, 1))
     for c0 in range(0, v, step):
         c1 = min(v, c0 + step)
         sel = (cols >= c0) & (cols < c1)
         dense = np.zeros((n, c1 - c0), dtype=dtype)
         dense[rows[sel], cols[sel] - c0] = 1
-        out += dense[r0:r1] @ dense.T
+        out += dense[r0:r1] @ dense[first:].T
     return out
+
+
+def row_ranges(n: int, parts: int) -> np.ndarray:
+    """``parts + 1`` row boundaries splitting the pairs ``i < j`` of ``n`` rows evenly.
+
+    Row ``i`` holds ``n - 1 - i`` pairs, so the first ranges are short and the
+    last long; every range is non-empty when ``parts <= n``.
+    """
+    parts = max(1, min(parts, n))
+    before = np.concatenate([[0], np.cumsum(np.arange(n - 1, -1, -1, dtype=np.int64))])
+    target = before[-1] * np.arange(1, parts) / parts
+    cuts = np.searchsorted(before, target, side="left")
+    # The nearer of the two rows around each target.
+    lower = np.maximum(cuts - 1, 0)
+    cuts = np.where(target - before[lower] < before[cuts] - target, lower, cuts)
+    bounds = np.concatenate([[0], cuts, [n]])
+    # Keep every range non-empty (tiny blocks split into more parts than rows with pairs).
+    return np.maximum.accumulate(np.maximum(bounds, np.minimum(np.arange(parts + 1), n)))
 
 
 def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
                 covered: tuple[np.ndarray, np.ndarray] | None = None,
                 required: tuple[np.ndarray, np.ndarray] | None = None,
+                row_range: tuple[int, int] | None = None,
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact Jaccard of every pair of one block with ``J >= threshold``.
 
@@ -127,6 +154,9 @@ def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
         such key is skipped.
     required : optional ``(values, lengths)`` of each member's block keys; only
         pairs whose two members share at least one are emitted.
+    row_range : optional ``(start, stop)``: only pairs whose first member ``i``
+        is in ``start <= i < stop`` (one task's share of a large block, see
+        :func:`row_ranges`); only columns from ``start`` on are computed.
 
     Returns
     -------
@@ -143,21 +173,22 @@ def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
     if required is not None:
         q_rows, q_cols, q_v = _incidence_columns(*required)
     out_i, out_j, out_s = [], [], []
+    start, stop = row_range if row_range is not None else (0, n)
     step = max(1, BLOCK_CELLS // max(n, 1))
-    for r0 in range(0, n, step):
-        r1 = min(n, r0 + step)
-        inter = _gram_rows(rows, cols, n, v, r0, r1, dtype).astype(np.int64)
-        union = lengths[r0:r1, None] + lengths[None, :] - inter
+    for r0 in range(start, stop, step):
+        r1 = min(stop, r0 + step)
+        inter = _gram_rows(rows, cols, n, v, r0, r1, dtype, start).astype(np.int64)
+        union = lengths[r0:r1, None] + lengths[None, start:] - inter
         jac = inter / union
         ok = jac >= threshold
-        ok &= np.arange(n)[None, :] > np.arange(r0, r1)[:, None]
+        ok &= np.arange(start, n)[None, :] > np.arange(r0, r1)[:, None]
         if covered is not None and c_v:
-            ok &= _gram_rows(c_rows, c_cols, n, c_v, r0, r1, np.float32) == 0
+            ok &= _gram_rows(c_rows, c_cols, n, c_v, r0, r1, np.float32, start) == 0
         if required is not None:
-            ok &= _gram_rows(q_rows, q_cols, n, q_v, r0, r1, np.float32) > 0
+            ok &= _gram_rows(q_rows, q_cols, n, q_v, r0, r1, np.float32, start) > 0
         i, j = np.nonzero(ok)
         out_i.append(i + r0)
-        out_j.append(j)
+        out_j.append(j + start)
         out_s.append(jac[i, j])
     if not out_i:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
@@ -171,25 +202,32 @@ def _list_parts(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray
     return values, lengths.astype(np.int64)
 
 
-def _verify_block(key: tuple, table: pa.Table, threshold: float) -> pa.Table:
-    group = key[0].as_py()
+def _verify_block(table: pa.Table, threshold: float) -> pa.Table:
+    """One task's share of one group: rows ``part`` of ``parts`` (see :func:`row_ranges`)."""
+    group = table.column("group")[0].as_py()
+    part, parts = table.column("part")[0].as_py(), table.column("parts")[0].as_py()
     table = table.take(pc.sort_indices(table, [("id", "ascending")]))
     values, lengths = _list_parts(table.column("shingles"))
     keys, n_keys = _list_parts(table.column("in_blocks"))
+    bounds = row_ranges(len(lengths), parts)
+    if part + 1 >= len(bounds):
+        return pa.Table.from_batches([], PAIR_ARROW_SCHEMA)
+    rows = (int(bounds[part]), int(bounds[part + 1]))
     if table.column("merged")[0].as_py():
         # A merged group holds every block its members are in: check all its
         # pairs in one product, emit those that share a block.
-        i, j, jac = block_pairs(values, lengths, threshold, required=(keys, n_keys))
+        i, j, jac = block_pairs(values, lengths, threshold, required=(keys, n_keys),
+                                row_range=rows)
     else:
         # One block of an oversized group: pairs whose members also share a
         # block with a smaller key are emitted there.
         smaller = keys < group
         owner = np.repeat(np.arange(len(n_keys)), n_keys)[smaller]
         covered = (keys[smaller], np.bincount(owner, minlength=len(n_keys)))
-        i, j, jac = block_pairs(values, lengths, threshold, covered=covered)
+        i, j, jac = block_pairs(values, lengths, threshold, covered=covered, row_range=rows)
     ids = table.column("id").combine_chunks()
     return pa.table({"id_a": ids.take(pa.array(i)), "id_b": ids.take(pa.array(j)),
-                     "jaccard": pa.array(jac, pa.float64())})
+                     "jaccard": pa.array(jac, pa.float64())}, schema=PAIR_ARROW_SCHEMA)
 
 
 def block_memberships(blocks: DataFrame) -> DataFrame:
@@ -240,21 +278,59 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int) -> Da
     return merged.unionByName(split)
 
 
+def block_tasks(groups: DataFrame) -> DataFrame:
+    """``(id, group, merged) -> (group, n, parts, part)``: one row per verification task.
+
+    A group of ``n`` members gets ``ceil(n (n - 1) / 2 / PAIRS_PER_TASK)`` tasks
+    (at most ``n``); one row per task, so the table grows with the block groups,
+    not with the documents.
+    """
+    n = F.col("n").cast("long")
+    return (groups.groupBy("group").agg(F.count(F.lit(1)).alias("n"))
+            .select("group", "n", F.least(n, F.greatest(F.lit(1), F.ceil(
+                n * (n - 1) / 2 / F.lit(PAIRS_PER_TASK)))).cast("int").alias("parts"))
+            .select("group", "n", "parts",
+                    F.explode(F.sequence(F.lit(0), F.col("parts") - 1)).alias("part")))
+
+
 def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame,
-                  threshold: float, max_group_size: int) -> DataFrame:
+                  threshold: float, max_group_size: int, groups: DataFrame | None = None
+                  ) -> DataFrame:
     """``(block, ids)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
 
-    Each group of blocks (see :func:`block_groups`) travels to one task with its
-    members' shingles and the keys of every block they belong to
-    (``memberships``, from :func:`block_memberships`); see :func:`block_pairs`.
-    Every pair of members of some block is checked and emitted exactly once.
+    Each group of blocks (see :func:`block_groups`; pass ``groups`` to reuse a
+    persisted one) travels to one task with its members' shingles and the keys
+    of every block they belong to (``memberships``, from
+    :func:`block_memberships`); see :func:`block_pairs`.  A group of more than
+    ``PAIRS_PER_TASK`` pairs goes to several tasks, each with all its members
+    and a contiguous share of its rows.  Every pair of members of some block is
+    checked and emitted exactly once.  Starts one small job (the number of
+    split tasks).
     """
-    rows = (block_groups(blocks, memberships, max_group_size)
-            .join(memberships, "id")
+    if groups is None:
+        groups = block_groups(blocks, memberships, max_group_size)
+    tasks = block_tasks(groups)
+    rows = (groups.join(memberships, "id")
             .join(shingles.select("id", "shingles"), "id")
             .select("group", "merged", "id", "shingles", "in_blocks"))
 
-    def run(key: tuple, table: pa.Table) -> pa.Table:
-        return _verify_block(key, table, threshold)
+    def run(table: pa.Table) -> pa.Table:
+        return _verify_block(table, threshold)
 
-    return rows.groupBy("group").applyInArrow(run, PAIR_SCHEMA)
+    def verified(df: DataFrame, key: list[str]) -> DataFrame:
+        return df.groupBy(*key).applyInArrow(lambda _, t: run(t), PAIR_SCHEMA)
+
+    whole = tasks.filter(F.col("parts") == 1).select("group", "part", "parts")
+    split = tasks.filter(F.col("parts") > 1).select("group", "part", "parts")
+    n_split = split.count()
+    # Groups verified by one task go through one shuffle by group, sized by
+    # adaptive execution; the shares of a split group get one partition each,
+    # so they run in parallel (a range partitioning on (group, part) into as
+    # many partitions as there are shares, which adaptive execution leaves as
+    # it is, and which the grouping needs no further shuffle for).
+    one = verified(rows.join(F.broadcast(whole), "group"), ["group"])
+    if not n_split:
+        return one
+    shares = (rows.join(F.broadcast(split), "group")
+              .repartitionByRange(n_split, "group", "part"))
+    return one.unionByName(verified(shares, ["group", "part"]))

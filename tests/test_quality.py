@@ -132,8 +132,17 @@ def test_template_family_is_bounded_and_reported(spark, sample_path, tmp_path):
     assert all(p.jaccard >= 0.8 for p in pairs)
 
 
-def test_block_verification_gives_the_same_pairs(spark, planted, result, tmp_path):
-    """Every bucket of 2+ verified as a block: pairs/ identical to the default run."""
+@pytest.mark.parametrize("pairs_per_task", [None, 3])
+def test_block_verification_gives_the_same_pairs(spark, planted, result, tmp_path, monkeypatch,
+                                                 pairs_per_task):
+    """Every bucket of 2+ verified as a block: pairs/ identical to the default run.
+
+    With 3 pairs per task, every group of 4 or more members is shared among tasks.
+    """
+    import lsh_spark.verify as V
+
+    if pairs_per_task:
+        monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
     path, _, _ = planted
     _, pairs, _, _ = result
     out = str(tmp_path / "blocks")
@@ -142,3 +151,9 @@ def test_block_verification_gives_the_same_pairs(spark, planted, result, tmp_pat
     got = {(r.id_a, r.id_b): r.jaccard for r in spark.read.parquet(out + "/pairs").collect()}
     assert got == pairs
     assert report["counts"]["verified_pairs"] == len(pairs)
+    work = report["block_verification"]
+    assert work["groups"] > 50 and work["largest_group"] >= 4
+    if pairs_per_task:
+        assert work["split_groups"] > 0 and work["tasks"] > work["groups"]
+    else:
+        assert work["split_groups"] == 0 and work["tasks"] == work["groups"]

@@ -104,16 +104,49 @@ def test_block_pairs_equal_brute_force(monkeypatch, cells):
     assert got == want and 0 < len(want) < len(full)
 
 
-@pytest.mark.parametrize("max_group,one_task", [(1000, True), (1000, False), (30, True)])
-def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group, one_task):
+@pytest.mark.parametrize("n,parts", [(1, 1), (2, 3), (7, 7), (40, 3), (500, 13)])
+def test_row_ranges_split_the_pairs_evenly(n, parts):
+    bounds = V.row_ranges(n, parts)
+    assert bounds[0] == 0 and bounds[-1] == n and np.all(np.diff(bounds) >= 1)
+    assert len(bounds) == min(parts, n) + 1
+    share = [sum(n - 1 - i for i in range(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    assert sum(share) == n * (n - 1) // 2
+    if n >= 40:  # even shares, up to one row's pairs
+        assert max(share) - min(share) <= n
+
+
+@pytest.mark.parametrize("parts", [2, 5, 63])
+def test_block_pairs_by_row_range_add_up_to_the_whole_block(parts):
+    sets, covered = _family(5, n=60)
+    values, lengths = _flat(sets)
+    keys = _flat([c or set() for c in covered])
+    bounds = V.row_ranges(len(sets), parts)
+    for kw in ({}, {"covered": keys}, {"required": keys}):
+        whole = V.block_pairs(values, lengths, 0.5, **kw)
+        pieces = [V.block_pairs(values, lengths, 0.5, row_range=(int(a), int(b)), **kw)
+                  for a, b in zip(bounds[:-1], bounds[1:])]
+        assert len(whole[0]) > 100
+        for k in range(3):
+            assert np.array_equal(whole[k], np.concatenate([p[k] for p in pieces]))
+        for (a, b), (i, j, _) in zip(zip(bounds[:-1], bounds[1:]), pieces):
+            assert np.all((i >= a) & (i < b) & (j > i))
+
+
+@pytest.mark.parametrize("max_group,one_task,pairs_per_task", [
+    (1000, True, 1 << 20), (1000, False, 1 << 20), (30, True, 1 << 20),
+    (1000, True, 100), (30, True, 60)])
+def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group, one_task,
+                                                   pairs_per_task):
     """Two overlapping blocks plus pair rows: every pair once, same Jaccard as pair by pair.
 
     With ``max_group`` 1000 the two blocks are verified as one merged group;
     with 30 the group (40 members) is too large and each block is verified alone.
     ``one_task`` False groups the blocks with the distributed connected components.
+    A small ``pairs_per_task`` splits every group's rows over several tasks.
     """
     import lsh_spark.cluster as C
 
+    monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
     if not one_task:
         monkeypatch.setattr(C, "LOCAL_FINISH_EDGES", 0)
     sets, _ = _family(4, n=40)
