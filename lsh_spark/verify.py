@@ -43,7 +43,7 @@ PAIR_ARROW_SCHEMA = pa.schema([pa.field("id_a", pa.string(), False),
                                pa.field("jaccard", pa.float64(), False)])
 # A block group with more pairs than this is verified by several tasks, each
 # computing a contiguous share of its rows (one template family of 5,000
-# members holds 12.5 million pairs: 13 tasks instead of one straggler).
+# members holds 12.5 million pairs: 12 tasks instead of one straggler).
 PAIRS_PER_TASK = 1 << 20
 
 
