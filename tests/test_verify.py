@@ -115,8 +115,10 @@ def test_row_ranges_split_the_pairs_evenly(n, parts):
         assert max(share) - min(share) <= n
 
 
-@pytest.mark.parametrize("parts", [2, 5, 63])
-def test_block_pairs_by_row_range_add_up_to_the_whole_block(parts):
+@pytest.mark.parametrize("parts,cells", [(2, 1 << 22), (5, 1 << 22), (63, 1 << 22), (5, 37)])
+def test_block_pairs_by_row_range_add_up_to_the_whole_block(monkeypatch, parts, cells):
+    """Shares of a block, with or without chunked columns, make exactly the whole block."""
+    monkeypatch.setattr(V, "BLOCK_CELLS", cells)
     sets, covered = _family(5, n=60)
     values, lengths = _flat(sets)
     keys = _flat([c or set() for c in covered])
