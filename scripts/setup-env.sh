@@ -51,3 +51,24 @@ fi
 export PYSPARK_PYTHON="$VENV/bin/python"
 export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
 export PATH="$VENV/bin:$PATH"
+
+# Driver start-up: a class-data sharing archive of the classes the driver JVM
+# loads (scripts/build-cds-archive.sh) saves about 4 s on every spark-submit in
+# local or client mode. Built once per install and Java version; LSH_SPARK_CDS=0
+# turns it off. SPARK_SUBMIT_OPTS reaches the JVM that spark-submit starts for
+# the driver (and the one PySpark starts for tests), not executors.
+if [ "${LSH_SPARK_CDS:-1}" != "0" ]; then
+  cds="$VENV/spark-driver-java${java_version}.jsa"
+  if [ ! -f "$cds" ] || [ "$stamp" -nt "$cds" ]; then
+    echo "recording a class-data sharing archive for the driver JVM (once, about 40 s)" >&2
+    if ! bash "$ROOT/scripts/build-cds-archive.sh" "$cds"; then
+      echo "note: no class-data sharing archive (see above); Spark starts without it" >&2
+      rm -f "$cds"
+    fi
+  fi
+  if [ -f "$cds" ]; then
+    # -Xlog:cds*=off: a JVM with another class path (--jars, a different Spark)
+    # ignores the archive without a warning on every run.
+    export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }-XX:SharedArchiveFile=$cds -Xlog:cds*=off"
+  fi
+fi
