@@ -50,10 +50,8 @@ from lsh_spark import verify as verify_module
 from lsh_spark.verify import (
     block_groups,
     block_memberships,
-    block_tasks,
     candidate_ids,
     drop_block_pairs,
-    jaccard,
     join_sides,
     verify_blocks,
     verify_pairs,
@@ -329,6 +327,8 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         cands = drop_block_pairs(cands, memberships).persist(StorageLevel.MEMORY_AND_DISK)
         pair_ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
         groups = None
+        block_work = {"groups": 0, "tasks": 0, "split_groups": 0, "split_tasks": 0,
+                      "largest_group": 0, "pairs_per_task": verify_module.PAIRS_PER_TASK}
         # Shingles of the pair candidates only, read once (both sides of every
         # pair need them) and broadcast when they are small.
         shingles = _only(all_shingles, pair_ids).select("id", "shingles").persist(
@@ -344,11 +344,11 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
                 # Read twice (the number of tasks, then the tasks): computed once.
                 groups = block_groups(blocks, memberships, cfg.max_bucket_size).persist(
                     StorageLevel.MEMORY_AND_DISK)
+                block_work = verify_module.block_work(groups)
                 found = found.unionByName(verify_blocks(
                     blocks, memberships, _only(all_shingles, memberships.select("id")),
-                    cfg.threshold, cfg.max_bucket_size, groups=groups))
+                    cfg.threshold, cfg.max_bucket_size, groups=groups, work=block_work))
             out.write(found, "pairs")
-            block_work = _block_work(groups)
         finally:
             if groups is not None:
                 groups.unpersist()
@@ -369,20 +369,6 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         "jaccard_histogram": [{"from": round(r["bin"] / 20, 2), "pairs": r["n"]} for r in bins],
         "seconds": timer.seconds,
     }
-
-
-def _block_work(groups: DataFrame | None) -> dict[str, Any]:
-    """How block verification was shared out: groups, tasks, the largest group."""
-    work = {"groups": 0, "tasks": 0, "split_groups": 0, "largest_group": 0,
-            "pairs_per_task": verify_module.PAIRS_PER_TASK}
-    if groups is not None:
-        row = (block_tasks(groups).filter(F.col("part") == 0)
-               .agg(F.count(F.lit(1)).alias("groups"), F.sum("parts").alias("tasks"),
-                    F.count(F.when(F.col("parts") > 1, 1)).alias("split"),
-                    F.max("n").alias("largest")).first())
-        work.update(groups=int(row["groups"]), tasks=int(row["tasks"] or 0),
-                    split_groups=int(row["split"]), largest_group=int(row["largest"] or 0))
-    return work
 
 
 def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
@@ -407,11 +393,8 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
                 try:
                     sh = _only(_read(spark, out, "shingles").filter(
                         F.col("shingles").isNotNull()), ids).select("id", "shingles")
-                    found = (join_sides(found, sh, "shingles")
-                             .select("id_a", "id_b", measure,
-                                     jaccard(F.col("shingles_a"), F.col("shingles_b"))
-                                     .alias("jaccard"))
-                             .filter(F.col("jaccard") >= F.lit(float(cfg.threshold))))
+                    found = verify_module.similar(join_sides(found, sh, "shingles"),
+                                                  ["id_a", "id_b", measure], cfg.threshold)
                     out.write(found, "pairs")
                 finally:
                     ids.unpersist()

@@ -153,6 +153,8 @@ def test_block_verification_gives_the_same_pairs(spark, planted, result, tmp_pat
     assert report["counts"]["verified_pairs"] == len(pairs)
     work = report["block_verification"]
     assert work["groups"] > 50 and work["largest_group"] >= 4
+    # Every group not split is one task; the split ones account for the rest.
+    assert work["split_tasks"] == work["tasks"] - (work["groups"] - work["split_groups"])
     if pairs_per_task:
         assert work["split_groups"] > 0 and work["tasks"] > work["groups"]
     else:

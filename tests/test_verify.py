@@ -172,3 +172,20 @@ def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group
     want = {(r.id_a, r.id_b): r.jaccard for r in V.verify_pairs(everything, sh, 0.5).collect()}
     assert {(r.id_a, r.id_b): r.jaccard for r in got} == want
     assert len(want) > 200
+
+
+@pytest.mark.parametrize("sizes", [[3, 5, 4], [1, 1], [37]])
+def test_share_slots_give_every_share_its_own_partition(spark, sizes):
+    """Hash-partitioned on their slot, n shares fill exactly n partitions, one each."""
+    from pyspark.sql import functions as F
+
+    split = spark.createDataFrame(
+        [(g * 1000 - 7, p, parts) for g, parts in enumerate(sizes) for p in range(parts)],
+        "group bigint, part int, parts int")
+    n = sum(sizes)
+    slots = V.share_slots(split, n)
+    assert slots.count() == n and slots.select("slot").distinct().count() == n
+    placed = (slots.repartition(n, "slot")
+              .groupBy(F.spark_partition_id().alias("p"))
+              .agg(F.count(F.lit(1)).alias("shares")).collect())
+    assert len(placed) == n and all(r.shares == 1 for r in placed)
