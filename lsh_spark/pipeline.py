@@ -18,7 +18,7 @@ from itertools import combinations
 from typing import Any, Iterator, Protocol
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lsh_spark import __version__
@@ -406,15 +406,17 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
             try:
                 needed = _only(vec, ids).select("id", "vector")
                 fn = cosine if cfg.method == "hyperplane" else distance
-                near = (join_sides(cands, needed, "vector")
-                        .select("id_a", "id_b",
-                                fn(F.col("vector_a"), F.col("vector_b")).alias(measure)))
-                keep = (F.col(measure) >= F.lit(float(cfg.threshold))
-                        if cfg.method == "hyperplane"
-                        else F.col(measure) <= F.lit(float(cfg.max_distance)))
+                if cfg.method == "hyperplane":
+                    def ok(v: Column) -> Column:
+                        return v >= F.lit(float(cfg.threshold))
+                else:
+                    def ok(v: Column) -> Column:
+                        return v <= F.lit(float(cfg.max_distance))
+                near = verify_module.kept_where(
+                    join_sides(cands, needed, "vector"), ["id_a", "id_b"],
+                    fn(F.col("vector_a"), F.col("vector_b")), measure, ok)
                 same = 1.0 if cfg.method == "hyperplane" else 0.0
-                out.write(near.filter(keep).unionByName(exact.withColumn(measure, F.lit(same))),
-                          "pairs")
+                out.write(near.unionByName(exact.withColumn(measure, F.lit(same))), "pairs")
             finally:
                 ids.unpersist()
     pairs = _read(spark, out, "pairs")
