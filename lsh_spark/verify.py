@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -366,8 +366,9 @@ def share_slots(split: DataFrame, n: int) -> DataFrame:
     none of them reaches (probability about ``n e**-64``) falls back to its own
     number, which only risks sharing a partition.
     """
-    numbered = split.withColumn("_i", F.row_number().over(
-        Window.partitionBy(F.lit(0)).orderBy("group", "part")) - 1)
+    # Numbered 0..n-1: in one partition, monotonically_increasing_id counts the
+    # rows from 0 (the table has one row per share, not per document).
+    numbered = split.coalesce(1).withColumn("_i", F.monotonically_increasing_id())
     keys = (split.sparkSession.range(64 * n)
             .select(F.pmod(F.hash("id"), F.lit(n)).alias("_i"), "id")
             .groupBy("_i").agg(F.min("id").alias("slot")))
