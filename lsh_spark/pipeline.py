@@ -297,14 +297,15 @@ def banding_section(cfg: DedupConfig) -> dict[str, Any]:
     return section
 
 
-def _only(shingles: DataFrame, ids: DataFrame) -> DataFrame:
-    """``shingles`` of the documents in ``ids`` (a persisted id list).
+def _only(shingles: DataFrame, ids: DataFrame, n_ids: int | None = None) -> DataFrame:
+    """``shingles`` of the documents in ``ids`` (a persisted id list of ``n_ids``
+    rows, counted here when not given).
 
     Up to ``BROADCAST_ID_ROWS`` ids are broadcast, so the shingle table is
     filtered where it is read instead of shuffled whole to meet them; a longer
     id list (a corpus of hundreds of millions) takes the shuffle join.
     """
-    if ids.count() <= BROADCAST_ID_ROWS:
+    if (ids.count() if n_ids is None else n_ids) <= BROADCAST_ID_ROWS:
         ids = F.broadcast(ids)
     return shingles.join(ids, "id", "left_semi")
 
@@ -340,13 +341,19 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
             near = verify_pairs(cands, shingles, cfg.threshold,
                                 broadcast=est_bytes <= BROADCAST_SHINGLE_BYTES)
             found = near.unionByName(exact_duplicate_pairs(sigs.select("id", "text_hash")))
-            if memberships.limit(1).count():  # no blocks, no second read of shingles/
+            # One small job: block members and their block memberships.
+            members = memberships.agg(F.count(F.lit(1)).alias("docs"),
+                                      F.sum(F.size("in_blocks")).alias("edges")).first()
+            if members["docs"]:  # no blocks, no second read of shingles/
                 # Read twice (the number of tasks, then the tasks): computed once.
-                groups = block_groups(blocks, memberships, cfg.max_bucket_size).persist(
+                groups = block_groups(blocks, memberships, cfg.max_bucket_size,
+                                      n_edges=int(members["edges"])).persist(
                     StorageLevel.MEMORY_AND_DISK)
                 block_work = verify_module.block_work(groups)
+                member_shingles = _only(all_shingles, memberships.select("id"),
+                                        int(members["docs"]))
                 found = found.unionByName(verify_blocks(
-                    blocks, memberships, _only(all_shingles, memberships.select("id")),
+                    blocks, memberships, member_shingles,
                     cfg.threshold, cfg.max_bucket_size, groups=groups, work=block_work))
             out.write(found, "pairs")
         finally:

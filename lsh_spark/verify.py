@@ -291,7 +291,8 @@ def drop_block_pairs(candidates: DataFrame, memberships: DataFrame) -> DataFrame
             .filter(~both).select("id_a", "id_b"))
 
 
-def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int) -> DataFrame:
+def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
+                 n_edges: int | None = None) -> DataFrame:
     """``(id, group, merged)``: which task verifies each block member.
 
     Blocks that share members (the bands of one template family give dozens of
@@ -299,7 +300,8 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int) -> Da
     most ``max_size`` members, so their pairs are computed once instead of once
     per block.  A larger group stays split into its blocks (``merged`` false):
     a member then sits in several groups and each pair goes to the smallest
-    block holding it.
+    block holding it.  ``n_edges``: the total of ``size(in_blocks)`` over
+    ``memberships``, counted here when not given.
     """
     from lsh_spark.cluster import LOCAL_FINISH_EDGES, component_roots, connected_components
 
@@ -307,7 +309,8 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int) -> Da
     # every block in the graph).
     edges = memberships.select(F.element_at("in_blocks", 1).alias("src"),
                                F.explode("in_blocks").alias("dst"))
-    n_edges = memberships.agg(F.sum(F.size("in_blocks"))).first()[0] or 0
+    if n_edges is None:  # block memberships in all (one small job)
+        n_edges = memberships.agg(F.sum(F.size("in_blocks"))).first()[0] or 0
     if n_edges <= LOCAL_FINISH_EDGES:
         root = component_roots(edges).select(F.col("id").alias("block"), "root")
     else:
