@@ -1,0 +1,67 @@
+"""Time the block-verification kernel on the largest block group of a staged run.
+
+    spark-submit jobs/signatures.py --input CORPUS --output DIR
+    spark-submit jobs/candidates.py --output DIR
+    spark-submit --master 'local[2]' bench/block_kernel.py --run DIR
+
+Extracts the largest block group (members, shingle sets, block keys) with
+Spark, then runs ``lsh_spark.verify._verify_block`` on every share of it, one
+after the other in this process, the way the verification tasks do; prints
+the kernel's seconds, the pairs and the time per pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--run", required=True, help="output folder of the stage jobs")
+    ap.add_argument("--threshold", type=float, default=0.8)
+    ap.add_argument("--max-group-size", type=int, default=5000)
+    args = ap.parse_args()
+
+    from pyspark.sql import functions as F
+
+    from lsh_spark import verify as V
+    from lsh_spark.session import build_session
+
+    spark = build_session("lsh-spark bench block kernel")
+    blocks = spark.read.parquet(f"{args.run}/blocks")
+    shingles = (spark.read.parquet(f"{args.run}/shingles")
+                .filter(F.col("shingles").isNotNull()).select("id", "shingles"))
+    memberships = V.block_memberships(blocks).persist()
+    groups = V.block_groups(blocks, memberships, args.max_group_size).persist()
+    top = groups.groupBy("group").count().orderBy(F.desc("count")).first()
+    if top is None:
+        raise SystemExit(f"no blocks in {args.run}/blocks")
+    # One group of at most --max-group-size members: small enough to collect.
+    table = pa.Table.from_pandas(
+        groups.filter(F.col("group") == top["group"]).join(memberships, "id")
+        .join(shingles, "id").select("group", "merged", "id", "shingles", "in_blocks")
+        .toPandas(), preserve_index=False)
+    spark.stop()
+
+    n = table.num_rows
+    parts = int(min(n, max(1, -(-n * (n - 1) // 2 // V.PAIRS_PER_TASK))))
+    start = time.perf_counter()
+    pairs = 0
+    for part in range(parts):
+        share = table.append_column("part", pa.array([part] * n, pa.int32())).append_column(
+            "parts", pa.array([parts] * n, pa.int32()))
+        pairs += V._verify_block(share, args.threshold).num_rows
+    seconds = time.perf_counter() - start
+    values = int(pc.sum(pc.list_value_length(table.column("shingles"))).as_py())
+    print(json.dumps({"members": n, "shingles": values, "shares": parts, "pairs": pairs,
+                      "kernel_seconds": round(seconds, 2),
+                      "ns_per_pair": round(seconds / max(pairs, 1) * 1e9, 1)}))
+
+
+if __name__ == "__main__":
+    main()
