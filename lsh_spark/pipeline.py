@@ -328,8 +328,7 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         cands = drop_block_pairs(cands, memberships).persist(StorageLevel.MEMORY_AND_DISK)
         pair_ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
         groups = None
-        block_work = {"groups": 0, "tasks": 0, "split_groups": 0, "split_tasks": 0,
-                      "largest_group": 0, "pairs_per_task": verify_module.PAIRS_PER_TASK}
+        block_work = verify_module.block_work(None)
         # Shingles of the pair candidates only, read once (both sides of every
         # pair need them) and broadcast when they are small.
         shingles = _only(all_shingles, pair_ids).select("id", "shingles").persist(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -344,9 +343,13 @@ def block_tasks(groups: DataFrame) -> DataFrame:
                     F.explode(F.sequence(F.lit(0), F.col("parts") - 1)).alias("part")))
 
 
-def block_work(groups: DataFrame) -> dict[str, int]:
+def block_work(groups: DataFrame | None) -> dict[str, int]:
     """How block verification is shared out: groups, tasks, split groups and their
-    tasks, the largest group (one small aggregation over :func:`block_tasks`)."""
+    tasks, the largest group (one small aggregation over :func:`block_tasks`;
+    all zero without ``groups``)."""
+    if groups is None:
+        return {"groups": 0, "tasks": 0, "split_groups": 0, "split_tasks": 0,
+                "largest_group": 0, "pairs_per_task": PAIRS_PER_TASK}
     row = (block_tasks(groups).filter(F.col("part") == 0)
            .agg(F.count(F.lit(1)).alias("groups"), F.sum("parts").alias("tasks"),
                 F.count(F.when(F.col("parts") > 1, 1)).alias("split"),
