@@ -38,7 +38,8 @@ def main() -> None:
                 .filter(F.col("shingles").isNotNull()).select("id", "shingles"))
     memberships = V.block_memberships(blocks).persist()
     groups = V.block_groups(blocks, memberships, args.max_group_size).persist()
-    top = groups.groupBy("group").count().orderBy(F.desc("count")).first()
+    # The largest group and its number of shares, as the verification tasks get them.
+    top = V.block_tasks(groups).filter(F.col("part") == 0).orderBy(F.desc("n")).first()
     if top is None:
         raise SystemExit(f"no blocks in {args.run}/blocks")
     # One group of at most --max-group-size members: small enough to collect.
@@ -48,8 +49,7 @@ def main() -> None:
         .toPandas(), preserve_index=False)
     spark.stop()
 
-    n = table.num_rows
-    parts = int(min(n, max(1, -(-n * (n - 1) // 2 // V.PAIRS_PER_TASK))))
+    n, parts = table.num_rows, int(top["parts"])
     start = time.perf_counter()
     pairs = 0
     for part in range(parts):
