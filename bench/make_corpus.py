@@ -11,7 +11,12 @@ paragraph boundaries; then
   the copies' Jaccard spreads over 0.5-1.0),
 * ``--exact-share`` are exact copies up to case, white space and punctuation,
 * ``--template-share`` are one skewed family: a shared boilerplate template of
-  ~400 words with a short unique insert, the way a site template repeats.
+  ~400 words with a short unique insert, the way a site template repeats,
+* ``--big-families`` large families of near-identical copies (word edit rates
+  of 0-3%, sizes drawn from ``--big-family-size``), the shape of mirrored or
+  syndicated pages in a crawl.
+
+``--words LO,HI`` sets the length of base documents (default 50-200 words).
 
 When the source's own chunks run out (PAN13's 1,949 sources give about 28,000),
 further base documents are *mosaics*: 50-200 words made of random 8-25-word
@@ -51,7 +56,7 @@ def read_texts(source: str) -> list[str]:
     return texts
 
 
-def chunks(text: str, lo: int = 50, hi: int = 200) -> list[str]:
+def chunks(text: str, lo: int, hi: int) -> list[str]:
     paras = [p.split() for p in re.split(r"\n\s*\n", text) if p.strip()]
     out, cur = [], []
     for words in paras:
@@ -68,8 +73,9 @@ def chunks(text: str, lo: int = 50, hi: int = 200) -> list[str]:
 class BasePool:
     """Real chunks first, then mosaics of random source spans, never repeated."""
 
-    def __init__(self, chunks: list[str], rng: random.Random) -> None:
+    def __init__(self, chunks: list[str], rng: random.Random, lo: int, hi: int) -> None:
         self.chunks = chunks
+        self.lo, self.hi = lo, hi
         self.rng = rng
         self.words = " ".join(chunks).split()
         self.mosaics = 0
@@ -81,7 +87,7 @@ class BasePool:
         if self.chunks:
             return self.chunks.pop()
         self.mosaics += 1
-        target = self.rng.randint(50, 200)
+        target = self.rng.randint(self.lo, self.hi)
         out: list[str] = []
         while len(out) < target:
             start = self.rng.randrange(len(self.words) - 25)
@@ -104,9 +110,10 @@ def perturb_surface(text: str, rng: random.Random) -> str:
 
 def build(args: argparse.Namespace) -> dict:
     rng = random.Random(args.seed)
+    lo, hi = args.words
     base = []
     for t in read_texts(args.source):
-        base += chunks(t)
+        base += chunks(t, lo, hi)
     # Drop chunks repeated in the source (PAN reuses passages) so that the
     # planted families are the near-duplicates we know about.
     seen, unique = set(), []
@@ -117,15 +124,24 @@ def build(args: argparse.Namespace) -> dict:
             unique.append(c)
     rng.shuffle(unique)
     vocab = sorted({w for c in unique[:2000] for w in c.split()})
-    base = BasePool(unique, rng)
+    base = BasePool(unique, rng, lo, hi)
 
     n = args.n
     n_template = int(n * args.template_share)
     n_exact = int(n * args.exact_share)
     n_family = int(n * args.family_share)
     docs: list[dict] = []
+    # Large families of near-identical copies.
+    for b in range(args.big_families):
+        orig = base.pop()
+        size = rng.randint(*args.big_family_size)
+        for m in range(size):
+            rate = rng.choice([0.0, 0.005, 0.01, 0.02, 0.03]) if m else 0.0
+            docs.append({"id": f"b{b:03d}-{m:05d}", "text": mutate(orig, rate, rng, vocab),
+                         "family": f"b{b:03d}"})
     # Families: originals plus copies.
     fam = 0
+    n_family += len(docs)
     while len(docs) < n_family:
         orig = base.pop()
         size = rng.randint(2, args.max_family)
@@ -159,13 +175,24 @@ def build(args: argparse.Namespace) -> dict:
     with open(os.path.join(args.out, "corpus.jsonl"), "w", encoding="utf-8") as fh:
         for d in docs:
             fh.write(json.dumps(d, ensure_ascii=False) + "\n")
-    meta = {"documents": len(docs), "families": fam, "exact_pairs": n_exact,
+    meta = {"documents": len(docs), "families": fam, "big_families": args.big_families,
+            "exact_pairs": n_exact,
             "template_documents": n_template, "mosaic_base_documents": base.mosaics,
             "seed": args.seed,
             "bytes": os.path.getsize(os.path.join(args.out, "corpus.jsonl"))}
     with open(os.path.join(args.out, "meta.json"), "w") as fh:
         json.dump(meta, fh, indent=2)
     return meta
+
+
+def _range(text: str) -> tuple[int, int]:
+    try:
+        lo, hi = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO,HI (two integers), got {text!r}")
+    if not 1 <= lo <= hi:
+        raise argparse.ArgumentTypeError(f"expected 1 <= LO <= HI, got {text!r}")
+    return lo, hi
 
 
 def main() -> None:
@@ -177,6 +204,11 @@ def main() -> None:
     p.add_argument("--max-family", type=int, default=6)
     p.add_argument("--exact-share", type=float, default=0.02)
     p.add_argument("--template-share", type=float, default=0.05)
+    p.add_argument("--big-families", type=int, default=0,
+                   help="large families of near-identical copies (default none)")
+    p.add_argument("--big-family-size", type=_range, default=(500, 2000), metavar="LO,HI")
+    p.add_argument("--words", type=_range, default=(50, 200), metavar="LO,HI",
+                   help="words per base document")
     p.add_argument("--seed", type=int, default=1)
     print(json.dumps(build(p.parse_args())))
 

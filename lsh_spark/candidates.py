@@ -10,6 +10,7 @@ which is what bounds the work:
 * singleton buckets produce nothing and are dropped;
 * within a bucket, exact duplicates (same ``text_hash``) collapse to their
   smallest id first, because their pairs are already known (Jaccard 1);
+  :class:`DuplicateGroups` gives the copies their pairs after verification;
 * buckets of different bands holding the same members produce their pairs once;
 * a bucket of ``block_min_size`` members or more (a large family) produces no
   pair rows at all: its member set becomes one *block* that
@@ -132,11 +133,91 @@ def bucket_summary(buckets: DataFrame, max_bucket_size: int, top: int = 10) -> d
     }
 
 
-def exact_duplicate_pairs(docs: DataFrame) -> DataFrame:
-    """``(id, text_hash) -> (id_a, id_b, jaccard=1.0)``: star edges to each group's smallest id."""
-    rep = docs.groupBy("text_hash").agg(F.min("id").alias("id_a"))
-    return (
-        docs.join(rep, "text_hash")
-        .filter(F.col("id") != F.col("id_a"))
-        .select("id_a", F.col("id").alias("id_b"), F.lit(1.0).alias("jaccard"))
-    )
+class DuplicateGroups:
+    """Groups of documents with the same normalized text (same ``text_hash``).
+
+    Banding sees one representative per group, its smallest id, so every
+    verified near pair is a pair of representatives.  :meth:`pairs` lists the
+    pairs inside each group and :meth:`expand` gives every member of a group the
+    verified pairs of its representative, so ``pairs/`` holds all pairs of
+    identical texts too, not only one edge per copy.  A group of more than
+    ``max_group`` members (the same boilerplate page crawled ten thousand times)
+    is bounded like a large bucket: star edges from its representative, and its
+    other members are not expanded; :meth:`stats` reports how many were.
+
+    Only counts reach the driver (:meth:`stats`, one small aggregation).
+    """
+
+    def __init__(self, docs: DataFrame, max_group: int) -> None:
+        """``docs``: ``(id, text_hash)`` of every accepted document."""
+        self.max_group = max_group
+        self.docs = docs.select("id", "text_hash")
+        self.groups = (self.docs.groupBy("text_hash")
+                       .agg(F.min("id").alias("rep"), F.count(F.lit(1)).alias("n"))
+                       .filter(F.col("n") > 1))
+        self._stats: dict[str, int] | None = None
+
+    def stats(self) -> dict[str, int]:
+        """``groups``, ``documents`` in them, ``largest_group``, ``bounded_groups``
+        (above ``max_group``: star edges only) and ``expanded_documents`` (members
+        of the other groups, which get their representative's pairs)."""
+        if self._stats is None:
+            n = F.col("n")
+            small = n <= self.max_group
+            row = self.groups.agg(
+                F.count(F.lit(1)).alias("groups"), F.sum(n).alias("documents"),
+                F.max(n).alias("largest"), F.count(F.when(~small, 1)).alias("bounded"),
+                F.sum(F.when(small, n)).alias("expanded")).first()
+            self._stats = {"groups": int(row["groups"] or 0),
+                           "documents": int(row["documents"] or 0),
+                           "largest_group": int(row["largest"] or 0),
+                           "bounded_groups": int(row["bounded"] or 0),
+                           "expanded_documents": int(row["expanded"] or 0),
+                           "max_group": self.max_group}
+        return self._stats
+
+    def _members(self, bounded: bool) -> DataFrame:
+        """``(id, rep, n)`` of every document of a (bounded or not) group, rep included."""
+        size = F.col("n") > self.max_group
+        return self.docs.join(self.groups.filter(size if bounded else ~size), "text_hash"
+                              ).select("id", "rep", "n")
+
+    def pairs(self, value_col: str = "jaccard", value: Any = 1.0) -> DataFrame:
+        """``(id_a, id_b, value_col)``, ``id_a < id_b``: every pair inside each group of
+        at most ``max_group`` members, star edges to the representative in larger ones."""
+        small = self._members(bounded=False)
+        inside = (small.select("rep", F.col("id").alias("id_a"))
+                  .join(small.select("rep", F.col("id").alias("id_b")), "rep")
+                  .filter(F.col("id_a") < F.col("id_b")).select("id_a", "id_b"))
+        star = (self._members(bounded=True).filter(F.col("id") != F.col("rep"))
+                .select(F.col("rep").alias("id_a"), F.col("id").alias("id_b")))
+        return inside.unionByName(star).withColumn(value_col, F.lit(value))
+
+    def expand(self, pairs: DataFrame, broadcast_rows: int) -> DataFrame:
+        """Pairs of representatives -> the same pairs between all members of their groups.
+
+        Identical texts have identical shingle sets (and signatures and
+        vectors), so each copy has the same measure to the other side.  The
+        members of expandable groups are broadcast when there are at most
+        ``broadcast_rows`` of them; without any, ``pairs`` comes back unchanged.
+        """
+        stats = self.stats()
+        if not stats["expanded_documents"]:
+            return pairs
+        members = self._members(bounded=False).select("rep", "id")
+        if stats["expanded_documents"] <= broadcast_rows:
+            members = F.broadcast(members)
+        rest = [c for c in pairs.columns if c not in ("id_a", "id_b")]
+        x, y = F.coalesce("x", "id_a"), F.coalesce("y", "id_b")
+        return (pairs
+                .join(members.select(F.col("rep").alias("id_a"), F.col("id").alias("x")),
+                      "id_a", "left")
+                .join(members.select(F.col("rep").alias("id_b"), F.col("id").alias("y")),
+                      "id_b", "left")
+                .select(F.least(x, y).alias("id_a"), F.greatest(x, y).alias("id_b"), *rest))
+
+
+def exact_duplicate_pairs(docs: DataFrame, max_group: int = 5000) -> DataFrame:
+    """``(id, text_hash) -> (id_a, id_b, jaccard=1.0)``: every pair of identical texts
+    (star edges to the smallest id in groups above ``max_group``)."""
+    return DuplicateGroups(docs, max_group).pairs()

@@ -28,7 +28,7 @@ from lsh_spark.candidates import (
     bucket_summary,
     candidate_blocks,
     candidate_pairs,
-    exact_duplicate_pairs,
+    DuplicateGroups,
 )
 from lsh_spark.cluster import apply_keep_policy, connected_components
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
@@ -339,7 +339,7 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
             est_bytes = 8 * int(row["n"] or 0) + 64 * int(row["docs"] or 0)
             near = verify_pairs(cands, shingles, cfg.threshold,
                                 broadcast=est_bytes <= BROADCAST_SHINGLE_BYTES)
-            found = near.unionByName(exact_duplicate_pairs(sigs.select("id", "text_hash")))
+            found = near
             # One small job: block members and their block memberships.
             members = memberships.agg(F.count(F.lit(1)).alias("docs"),
                                       F.sum(F.size("in_blocks")).alias("edges")).first()
@@ -354,7 +354,9 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
                 found = found.unionByName(verify_blocks(
                     blocks, memberships, member_shingles,
                     cfg.threshold, cfg.max_bucket_size, groups=groups, work=block_work))
-            out.write(found, "pairs")
+            # Pairs so far join group representatives; give every copy its pairs.
+            dups = DuplicateGroups(sigs, cfg.max_bucket_size)
+            out.write(dups.expand(found, BROADCAST_ID_ROWS).unionByName(dups.pairs()), "pairs")
         finally:
             if groups is not None:
                 groups.unpersist()
@@ -372,6 +374,7 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         "counts": {"verified_pairs": sum(r["n"] for r in bins),
                    "pairs_with_jaccard_1": sum(r["exact"] for r in bins)},
         "block_verification": block_work,
+        "exact_duplicates": dups.stats(),
         "jaccard_histogram": [{"from": round(r["bin"] / 20, 2), "pairs": r["n"]} for r in bins],
         "seconds": timer.seconds,
     }
@@ -387,25 +390,33 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
     sigs = _read(spark, out, "signatures")
     measure = cfg.measure
     with timer("verify"):
-        exact = exact_duplicate_pairs(sigs.select("id", "text_hash")).select("id_a", "id_b")
+        # Candidates join group representatives of identical texts (or vectors);
+        # every copy gets its representative's pairs, and the copies their own.
+        dups = DuplicateGroups(sigs, cfg.max_bucket_size)
+
+        def with_copies(near: DataFrame, **same: Any) -> DataFrame:
+            copies = dups.pairs(measure, same.pop(measure))
+            for name, value in same.items():
+                copies = copies.withColumn(name, F.lit(value))
+            return dups.expand(near, BROADCAST_ID_ROWS).unionByName(copies)
+
         if cfg.method == "simhash":
             value = hamming(F.col("simhash_a"), F.col("simhash_b"))
             near = (join_sides(cands, sigs, "simhash")
                     .select("id_a", "id_b", value.alias(measure))
                     .filter(F.col(measure) <= cfg.max_hamming))
-            found = near.unionByName(exact.withColumn(measure, F.lit(0)))
             if cfg.verify_jaccard:
-                ids = candidate_ids(found).persist(StorageLevel.MEMORY_AND_DISK)
+                ids = candidate_ids(near).persist(StorageLevel.MEMORY_AND_DISK)
                 try:
                     sh = _only(_read(spark, out, "shingles").filter(
                         F.col("shingles").isNotNull()), ids).select("id", "shingles")
-                    found = verify_module.similar(join_sides(found, sh, "shingles"),
-                                                  ["id_a", "id_b", measure], cfg.threshold)
-                    out.write(found, "pairs")
+                    near = verify_module.similar(join_sides(near, sh, "shingles"),
+                                                 ["id_a", "id_b", measure], cfg.threshold)
+                    out.write(with_copies(near, **{measure: 0, "jaccard": 1.0}), "pairs")
                 finally:
                     ids.unpersist()
             else:
-                out.write(found, "pairs")
+                out.write(with_copies(near, **{measure: 0}), "pairs")
         else:
             vec = _read(spark, out, "vectors").filter(F.col("reason").isNull())
             ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
@@ -422,7 +433,7 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
                     join_sides(cands, needed, "vector"), ["id_a", "id_b"],
                     fn(F.col("vector_a"), F.col("vector_b")), measure, ok)
                 same = 1.0 if cfg.method == "hyperplane" else 0.0
-                out.write(near.unionByName(exact.withColumn(measure, F.lit(same))), "pairs")
+                out.write(with_copies(near, **{measure: same}), "pairs")
             finally:
                 ids.unpersist()
     pairs = _read(spark, out, "pairs")
@@ -437,6 +448,7 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
             .orderBy("bin").collect())
     return {
         "counts": {"verified_pairs": sum(r["n"] for r in bins)},
+        "exact_duplicates": dups.stats(),
         f"{measure}_histogram": [{"from": round(r["bin"] / scale, 6), "pairs": r["n"]}
                                  for r in bins],
         "seconds": timer.seconds,

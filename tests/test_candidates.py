@@ -7,6 +7,7 @@ from lsh_spark.candidates import (
     bucket_members,
     bucket_summary,
     candidate_pairs,
+    DuplicateGroups,
     exact_duplicate_pairs,
 )
 
@@ -65,11 +66,39 @@ def test_large_bucket_is_bounded_to_star_edges(spark):
     assert small == set(combinations(ids, 2))
 
 
-def test_exact_duplicate_pairs_are_star_edges_with_jaccard_1(spark):
+def test_exact_duplicate_pairs_list_every_pair_of_a_group_with_jaccard_1(spark):
     df = spark.createDataFrame(
         [("b", h(1)), ("a", h(1)), ("c", h(1)), ("z", h(2))], "id string, text_hash binary")
     got = {(r.id_a, r.id_b, r.jaccard) for r in exact_duplicate_pairs(df).collect()}
-    assert got == {("a", "b", 1.0), ("a", "c", 1.0)}
+    assert got == {("a", "b", 1.0), ("a", "c", 1.0), ("b", "c", 1.0)}
+    # Above max_group: star edges to the smallest id.
+    got = {(r.id_a, r.id_b) for r in exact_duplicate_pairs(df, max_group=2).collect()}
+    assert got == {("a", "b"), ("a", "c")}
+
+
+def test_duplicate_groups_give_every_copy_its_representatives_pairs(spark):
+    docs = spark.createDataFrame(
+        [("a", h(1)), ("q", h(1)), ("b", h(2)), ("c", h(2)), ("d", h(2)), ("e", h(3)),
+         ("f", h(4)), ("g", h(4)), ("h", h(4))], "id string, text_hash binary")
+    # Verified pairs between representatives (smallest id of each group).
+    near = spark.createDataFrame([("a", "b", 0.9), ("b", "e", 0.85), ("e", "f", 0.8)],
+                                 "id_a string, id_b string, jaccard double")
+    dups = DuplicateGroups(docs, max_group=2)
+    got = {(r.id_a, r.id_b, r.jaccard) for r in dups.expand(near, 100).collect()}
+    # Group {b, c, d} and {f, g, h} exceed max_group 2: only their representative
+    # carries pairs; {a, q} is expanded, on either side of a pair.
+    assert got == {("a", "b", 0.9), ("b", "q", 0.9), ("b", "e", 0.85), ("e", "f", 0.8)}
+    dups = DuplicateGroups(docs, max_group=3)
+    got = {(r.id_a, r.id_b) for r in dups.expand(near, 0).collect()}  # shuffle join
+    assert got == {(x, y) for x, y in [
+        ("a", "b"), ("a", "c"), ("a", "d"), ("b", "q"), ("c", "q"), ("d", "q"),
+        ("b", "e"), ("c", "e"), ("d", "e"), ("e", "f"), ("e", "g"), ("e", "h")]}
+    assert dups.stats() == {"groups": 3, "documents": 8, "largest_group": 3,
+                            "bounded_groups": 0, "expanded_documents": 8, "max_group": 3}
+    assert DuplicateGroups(docs, 2).stats()["bounded_groups"] == 2
+    # No group at all: the pairs come back as they are.
+    single = DuplicateGroups(docs.filter("id in ('a', 'b', 'e')"), 3)
+    assert single.expand(near, 100) is near
 
 
 def test_integer_ids_order_numerically(spark):

@@ -21,8 +21,11 @@ def planted(tmp_path_factory, sample_path):
     rng = random.Random(2024)
     vocab = sorted({w for d in base for w in d["text"].split()})
     docs = []
-    for d in base[:160]:
+    for i, d in enumerate(base[:160]):
         docs.append({"id": d["id"], "text": d["text"]})
+        if i % 8 == 0:
+            # An exact copy up to case: it must get every pair its original has.
+            docs.append({"id": f"{d['id']}~x", "text": d["text"].upper()})
         for n in range(rng.randint(1, 3)):
             rate = rng.uniform(0.0, 0.05)
             docs.append({"id": f"{d['id']}~m{n}", "text": mutate(d["text"], rate, rng, vocab)})
@@ -92,14 +95,19 @@ def test_every_document_clustered_once_and_one_kept_per_cluster(planted, result)
     assert report["counts"]["rejected"] == 0
 
 
-def test_report_describes_the_run(result):
+def test_report_describes_the_run(planted, result):
     report, pairs, _, out = result
     b, r = report["banding"]["bands"], report["banding"]["rows"]
     assert report["banding"]["candidate_probability_at_threshold"] >= 0.99
     assert b * r <= report["parameters"]["num_perm"]
     assert report["counts"]["verified_pairs"] == len(pairs)
-    assert report["counts"]["candidate_pairs"] >= len(pairs) - report["counts"][
-        "pairs_with_jaccard_1"]
+    # Candidates join one representative per group of identical texts; the
+    # copies' pairs are expanded from the representative's.
+    copies = {d["id"] for d in planted[1] if d["id"].endswith("~x")}
+    among_reps = [p for p in pairs if not copies & set(p)]
+    assert report["counts"]["candidate_pairs"] >= len(among_reps)
+    assert report["exact_duplicates"]["groups"] == len(copies)
+    assert report["exact_duplicates"]["expanded_documents"] == 2 * len(copies)
     for stage in ("signatures", "candidates", "verify", "cluster", "deduped", "total"):
         assert report["seconds"][stage] >= 0
     with open(out + "/report.json", encoding="utf-8") as fh:
