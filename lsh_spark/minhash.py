@@ -125,8 +125,12 @@ def minhash_flat(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.n
     return np.ascontiguousarray(sig.T)
 
 
-def _signature_batch(batch: pa.RecordBatch, a: np.ndarray, b: np.ndarray) -> pa.RecordBatch:
-    shingles = batch.column(batch.schema.get_field_index("shingles"))
+def signature_arrays(shingles: pa.Array, a: np.ndarray, b: np.ndarray
+                     ) -> tuple[pa.Array, pa.Array]:
+    """``list<int64>`` shingle sets -> (``signature`` as ``list<int32>``, ``num_shingles``).
+
+    A null or empty set gets a null signature and 0 shingles.
+    """
     lengths = pc.list_value_length(shingles).fill_null(0).to_numpy(zero_copy_only=False)
     present = lengths > 0
     offsets = np.zeros(int(present.sum()) + 1, dtype=np.int64)
@@ -141,10 +145,16 @@ def _signature_batch(batch: pa.RecordBatch, a: np.ndarray, b: np.ndarray) -> pa.
         pa.array(list_offsets), pa.array(sig.ravel()),
         mask=None if present.all() else pa.array(~present),
     )
+    return sig_arr, pa.array(lengths.astype(np.int32))
+
+
+def _signature_batch(batch: pa.RecordBatch, a: np.ndarray, b: np.ndarray) -> pa.RecordBatch:
+    shingles = batch.column(batch.schema.get_field_index("shingles"))
+    sig_arr, lengths = signature_arrays(shingles, a, b)
     cols, names = [], []
     for name, col in zip(batch.schema.names, batch.columns):
         if name == "shingles":
-            cols += [sig_arr, pa.array(lengths.astype(np.int32))]
+            cols += [sig_arr, lengths]
             names += ["signature", "num_shingles"]
         else:
             cols.append(col)

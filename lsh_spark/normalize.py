@@ -81,6 +81,25 @@ def reject_reason(text: Column, max_chars: int) -> Column:
 
 
 NO_TEXT = "no_text_content: no letters or digits left after normalization"
+# A normalized text is accepted when it holds one of these (Java regex and RE2 alike).
+TEXT_CHAR = r"[\p{L}\p{N}]"
+
+
+def checked_texts(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:
+    """``(id, text_col, [reject_reason]) -> (id, text_len, text, reason)``: the cheap checks.
+
+    ``text`` is the raw text where ``reason`` is null (still to be normalized),
+    null otherwise, so a rejected blob never reaches the Python workers.  A
+    pre-existing ``reject_reason`` column (from the reader: unparseable lines,
+    null ids) takes precedence over the text checks.
+    """
+    reason = reject_reason(F.col(text_col), max_chars)
+    if "reject_reason" in df.columns:
+        reason = F.coalesce(F.col("reject_reason"), reason)
+    staged = df.select("id", F.col(text_col).alias("_text"), reason.alias("reason"))
+    return staged.select("id", F.length("_text").alias("text_len"),
+                         F.when(F.col("reason").isNull(), F.col("_text")).alias("text"),
+                         "reason")
 
 
 def prepare(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:
@@ -93,19 +112,12 @@ def prepare(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:
     A pre-existing ``reject_reason`` column (from the reader: unparseable lines,
     null ids) takes precedence over the text checks.
     """
-    reason = reject_reason(F.col(text_col), max_chars)
-    if "reject_reason" in df.columns:
-        reason = F.coalesce(F.col("reject_reason"), reason)
-    staged = df.select("id", F.col(text_col).alias("_text"), reason.alias("_reason"))
-    normed = staged.select(
-        "id",
-        F.length("_text").alias("text_len"),
-        normalize_col(F.when(F.col("_reason").isNull(), F.col("_text"))).alias("norm"),
-        "_reason",
-    )
-    no_text = F.when(~F.col("norm").rlike(r"[\p{L}\p{N}]"), F.lit(NO_TEXT))
+    staged = checked_texts(df, text_col, max_chars)
+    normed = staged.select("id", "text_len", normalize_col(F.col("text")).alias("norm"),
+                           "reason")
+    no_text = F.when(~F.col("norm").rlike(TEXT_CHAR), F.lit(NO_TEXT))
     return normed.select("id", "text_len", "norm",
-                         F.coalesce("_reason", no_text).alias("reason"))
+                         F.coalesce("reason", no_text).alias("reason"))
 
 
 def prepare_documents(df: DataFrame, text_col: str, max_chars: int) -> tuple[DataFrame, DataFrame]:

@@ -43,7 +43,8 @@ from lsh_spark.io import (
 )
 from lsh_spark.minhash import minhash
 from lsh_spark.simhash import add_simhash, block_bounds, explode_tables, hamming
-from lsh_spark.normalize import prepare
+from lsh_spark.features import word_minhash_features
+from lsh_spark.normalize import checked_texts, prepare
 from lsh_spark.session import size_shuffle_partitions
 from lsh_spark.shingle import add_shingles, text_hash
 from lsh_spark import verify as verify_module
@@ -127,23 +128,32 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
     with timer("read"):
         raw, facts = read_corpus(spark, input_path, cfg)
     with timer("signatures"):
-        prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
-        ok = F.col("reason").isNull()
-        tf = cfg.method == "simhash" and cfg.simhash_weight == "tf"
-        feats = add_shingles(prepared.select(
-            "id", "text_len", "reason",
-            F.when(ok, text_hash(F.col("norm"), cfg.seed)).alias("text_hash"),
-            F.when(ok, F.col("norm")).alias("norm"),
-        ), cfg.shingle, cfg.shingle_k, cfg.seed,
-            all_out="shingle_list" if tf else None).drop("norm")
         # One pass over the input writes every record's features (rejected ones
         # with a reason and null shingles); signatures and rejects are derived
         # from that Parquet, and verification reads the shingle sets from it
         # instead of re-reading and re-normalizing the input.
-        out.write(feats, "shingles")
+        fused = cfg.method == "minhash" and cfg.shingle == "word"
+        if fused:
+            # Normalize, shingle, fingerprint and MinHash in one Python pass.
+            out.write(word_minhash_features(
+                checked_texts(raw, cfg.text_col, cfg.max_text_chars),
+                cfg.shingle_k, cfg.seed, cfg.num_perm), "shingles")
+        else:
+            prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
+            ok = F.col("reason").isNull()
+            tf = cfg.method == "simhash" and cfg.simhash_weight == "tf"
+            out.write(add_shingles(prepared.select(
+                "id", "text_len", "reason",
+                F.when(ok, text_hash(F.col("norm"), cfg.seed)).alias("text_hash"),
+                F.when(ok, F.col("norm")).alias("norm"),
+            ), cfg.shingle, cfg.shingle_k, cfg.seed,
+                all_out="shingle_list" if tf else None).drop("norm"), "shingles")
         feats = _checked_ids(spark, out, "shingles")
         ok = F.col("reason").isNull()
-        if cfg.method == "simhash":
+        if fused:
+            out.write(feats.filter(ok).select(
+                "id", "signature", "num_shingles", "text_hash", "text_len"), "signatures")
+        elif cfg.method == "simhash":
             sigs = add_simhash(feats.filter(ok).select(
                 "id", "shingle_list" if tf else "shingles",
                 F.size("shingles").alias("num_shingles"), "text_hash", "text_len"),

@@ -13,6 +13,15 @@ A document with fewer tokens (or characters) than ``k`` gets one shingle, the
 whole normalized text, so two short documents match only when their texts are
 identical and short documents never pile up into one false cluster.
 
+The signature pass of a MinHash run with word shingles computes the same
+values with numpy in the Python worker that normalizes the text
+(:func:`word_shingles_arrow`, :func:`text_hash_arrow`), so the normalized text
+never travels back to the JVM: each distinct token of an Arrow batch is hashed
+once with the ``xxhash`` package, and the k-gram chain is Spark's
+``XXH64.hashLong`` written as vectorized uint64 arithmetic.  Both paths give
+bit-identical values (tested); stored signatures and crawl indexes do not
+depend on which one ran.
+
 Example
 -------
 >>> add_shingles(docs, "word", 5, seed=1).columns  # doctest: +SKIP
@@ -21,6 +30,12 @@ Example
 
 from __future__ import annotations
 
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -103,3 +118,127 @@ def text_hash(norm: Column, seed: int) -> Column:
         return F.lpad(F.hex(_hash(s, norm)), 16, "0")
 
     return F.unhex(F.concat(hex64(seed * 2 + 101), hex64(seed * 2 + 102)))
+
+
+# XXH64 primes (Collet, xxHash specification) and the shifts of Spark's hashLong.
+_P1 = np.uint64(0x9E3779B185EBCA87)
+_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_P3 = np.uint64(0x165667B19E3779F9)
+_P4 = np.uint64(0x85EBCA77C2B2AE63)
+_P5_PLUS_8 = np.uint64((0x27D4EB2F165667C5 + 8) & ((1 << 64) - 1))
+_S = {r: np.uint64(r) for r in (27, 29, 31, 32, 33, 37)}
+# k-grams per chunk of the chain (a chunk and its scratch array stay in L2).
+_CHUNK = 1 << 15
+
+
+def _seed_hash(seed: int) -> int:
+    """Spark's ``xxhash64`` state after its first argument, the seed as a long."""
+    return xxhash.xxh64_intdigest(struct.pack("<q", seed), seed=42)
+
+
+def _hash_long(v: np.ndarray, h: np.ndarray, t: np.ndarray) -> None:
+    """``h = XXH64.hashLong(v, seed=h)`` in place, as Spark computes it for a long.
+
+    ``v`` is overwritten (pass a scratch copy) and ``t`` is scratch; uint64
+    arithmetic wraps exactly like Java's long arithmetic.
+    """
+    h += _P5_PLUS_8
+    v *= _P2
+    np.left_shift(v, _S[31], out=t)
+    np.right_shift(v, _S[33], out=v)
+    v |= t
+    v *= _P1
+    h ^= v
+    np.left_shift(h, _S[27], out=t)
+    np.right_shift(h, _S[37], out=h)
+    h |= t
+    h *= _P1
+    h += _P4
+    for shift, prime in ((33, _P2), (29, _P3)):
+        np.right_shift(h, _S[shift], out=t)
+        h ^= t
+        h *= prime
+    np.right_shift(h, _S[32], out=t)
+    h ^= t
+
+
+def _hash_strings(values: pa.Array, seed: int) -> np.ndarray:
+    """Spark's ``xxhash64(seed, s)`` (as uint64) of every string of ``values``."""
+    h1 = _seed_hash(seed)
+    raw = values.cast(pa.large_binary()).to_pylist()
+    return np.fromiter((xxhash.xxh64_intdigest(b, seed=h1) for b in raw),
+                       dtype=np.uint64, count=len(raw))
+
+
+def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
+    """:func:`add_shingles` with ``kind="word"`` over an Arrow array of normalized texts.
+
+    Returns ``list<int64>``: the sorted distinct shingle hashes of each text,
+    null where ``norm`` is null, identical to the Spark path's values.  Each
+    distinct token of the batch is hashed once; the k-gram hashes are one
+    vectorized chain of ``k`` ``hashLong`` rounds over all k-grams.
+    """
+    norm = pa.array(norm) if not isinstance(norm, pa.Array) else norm
+    n = len(norm)
+    valid = ~np.asarray(norm.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    tokens = pc.split_pattern(norm, " ")
+    counts = pc.list_value_length(tokens).fill_null(0).to_numpy(zero_copy_only=False)
+    counts = counts.astype(np.int64)
+    enc = pc.dictionary_encode(pc.list_flatten(tokens))
+    token_hash = _hash_strings(enc.dictionary, seed)[enc.indices.to_numpy(zero_copy_only=False)]
+    grams = np.where(counts >= k, counts - k + 1, 0)
+    short = valid & (counts < k)
+    sizes = np.where(short, 1, grams)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    values = np.empty(int(offsets[-1]), dtype=np.uint64)
+    # k-gram g of a text starts at its first token + g; its slot in ``values``
+    # is the text's offset + g.
+    first_token = np.cumsum(counts) - counts
+    has = grams > 0
+    slot = np.repeat(offsets[:-1][has] - first_token[has], grams[has])
+    start = np.arange(len(slot), dtype=np.int64)
+    start += np.repeat(first_token[has], grams[has]) - np.repeat(
+        np.cumsum(grams[has]) - grams[has], grams[has])
+    slot += start
+    h = np.empty(min(_CHUNK, len(start)), dtype=np.uint64)
+    t = np.empty_like(h)
+    h1 = np.uint64(_seed_hash(seed))
+    for c0 in range(0, len(start), _CHUNK):
+        st = start[c0:c0 + _CHUNK]
+        hc, tc = h[:len(st)], t[:len(st)]
+        hc.fill(h1)
+        for j in range(k):
+            _hash_long(token_hash[st + j], hc, tc)
+        values[slot[c0:c0 + _CHUNK]] = hc
+    # A text of fewer than k tokens: one shingle, the hash of the whole text.
+    if short.any():
+        values[offsets[:-1][short]] = _hash_strings(norm.filter(pa.array(short)), seed)
+    # Sorted (as signed longs, Spark's order) and distinct within each text.
+    signed = values.view(np.int64)
+    for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+        if hi - lo > 1:
+            signed[lo:hi].sort()
+    first = np.ones(len(signed), dtype=bool)
+    first[1:] = signed[1:] != signed[:-1]
+    first[offsets[:-1][sizes > 0]] = True
+    kept = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(np.repeat(np.arange(n), sizes)[first], minlength=n), out=kept[1:])
+    return pa.ListArray.from_arrays(pa.array(kept.astype(np.int32)), pa.array(signed[first]),
+                                    mask=pa.array(~valid))
+
+
+def text_hash_arrow(norm: pa.Array, seed: int) -> pa.Array:
+    """:func:`text_hash` over an Arrow array: 16 bytes per text, null where ``norm`` is."""
+    valid = ~np.asarray(norm.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    present = norm.filter(pa.array(valid))
+    hi = _hash_strings(present, seed * 2 + 101)
+    lo = _hash_strings(present, seed * 2 + 102)
+    # Spark's value: the two hashes as 16 hex digits each, unhexed: big-endian bytes.
+    digest = np.empty((len(present), 2), dtype=">u8")
+    digest[:, 0], digest[:, 1] = hi, lo
+    fixed = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(16), len(present), [None, pa.py_buffer(digest.tobytes())])
+    rows = np.zeros(len(norm), dtype=np.int64)
+    rows[valid] = np.arange(len(present))
+    return fixed.take(pa.array(rows, mask=~valid)).cast(pa.binary())

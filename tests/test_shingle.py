@@ -98,3 +98,41 @@ def test_huge_document_is_linear_not_quadratic(spark):
     # 200k tokens: a quadratic shingler would not finish within the test's budget.
     norm = " ".join(f"w{i % 5003}" for i in range(200_000))
     assert len(_one(spark, norm, "word", 5)) == 5003
+
+
+NUMPY_TEXTS = [
+    "the quick brown fox jumps over the lazy dog",
+    "a b a b a b a b",            # repeated k-grams: distinct, sorted
+    "hi there",                   # fewer tokens than k: one shingle, the whole text
+    "x",
+    None,
+    "東京 都 の 天気 です ね 今日 は 晴れ",
+    "𠀀𠀁 𠀂x ü é café naïve",
+    " ".join(f"w{i % 37}" for i in range(500)),
+]
+
+
+@pytest.mark.parametrize("k,seed", [(5, 1), (3, 7), (1, 2)])
+def test_numpy_word_shingles_equal_the_spark_path(spark, k, seed):
+    import pyarrow as pa
+
+    from lsh_spark.shingle import text_hash_arrow, word_shingles_arrow
+
+    df = spark.createDataFrame([(t,) for t in NUMPY_TEXTS], "norm string")
+    rows = add_shingles(df.select("norm", text_hash(F.col("norm"), seed).alias("h")),
+                        "word", k, seed).collect()
+    norm = pa.array(NUMPY_TEXTS, type=pa.large_string())
+    assert word_shingles_arrow(norm, k, seed).to_pylist() == [r.shingles for r in rows]
+    # The fingerprint is null for a null text (the pipeline only asks for accepted ones).
+    assert text_hash_arrow(norm, seed).to_pylist() == [
+        None if t is None else bytes(r.h) for t, r in zip(NUMPY_TEXTS, rows)]
+
+
+def test_numpy_word_shingles_of_an_empty_batch_and_all_nulls():
+    import pyarrow as pa
+
+    from lsh_spark.shingle import word_shingles_arrow
+
+    assert word_shingles_arrow(pa.array([], type=pa.large_string()), 5, 1).to_pylist() == []
+    assert word_shingles_arrow(pa.array([None, None], type=pa.large_string()), 5, 1
+                               ).to_pylist() == [None, None]

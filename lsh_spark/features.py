@@ -1,0 +1,75 @@
+"""The signature pass of a MinHash run on word shingles, in one Python pass per Arrow batch.
+
+Normalization, word shingling, the exact-duplicate fingerprint and MinHash all
+run in the Python worker that receives the raw text, so the normalized text and
+the shingle sets never make a round trip through the JVM between them.  The
+values are the same as those of the Spark path (:func:`lsh_spark.normalize.prepare`,
+:func:`lsh_spark.shingle.add_shingles`, :func:`lsh_spark.shingle.text_hash`,
+:func:`lsh_spark.minhash.minhash`), which character shingles and SimHash still take.
+
+Example
+-------
+>>> feats = word_minhash_features(checked_texts(raw, "text", 10**7), 5, 1, 128)  # doctest: +SKIP
+>>> feats.columns  # doctest: +SKIP
+['id', 'text_len', 'reason', 'text_hash', 'shingles', 'signature', 'num_shingles']
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from lsh_spark.minhash import permutation_params, signature_arrays
+from lsh_spark.normalize import NO_TEXT, TEXT_CHAR, normalize_array
+from lsh_spark.shingle import text_hash_arrow, word_shingles_arrow
+
+
+def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.RecordBatch:
+    text = batch.column(batch.schema.get_field_index("text"))
+    reason = batch.column(batch.schema.get_field_index("reason"))
+    norm = normalize_array(text)
+    # No letter or digit left: rejected with a reason, like the Spark path.
+    empty = pc.invert(pc.match_substring_regex(norm, TEXT_CHAR))
+    reason = pc.coalesce(reason, pc.if_else(empty, pa.scalar(NO_TEXT), pa.scalar(None, pa.string())))
+    norm = pc.if_else(pc.is_null(reason), norm, pa.scalar(None, norm.type))
+    shingles = word_shingles_arrow(norm, k, seed)
+    signature, num_shingles = signature_arrays(shingles, a, b)
+    return pa.RecordBatch.from_arrays(
+        [batch.column(batch.schema.get_field_index("id")),
+         batch.column(batch.schema.get_field_index("text_len")),
+         reason, text_hash_arrow(norm, seed), shingles, signature, num_shingles],
+        names=["id", "text_len", "reason", "text_hash", "shingles", "signature",
+               "num_shingles"])
+
+
+def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int) -> DataFrame:
+    """``(id, text_len, text, reason)`` from :func:`lsh_spark.normalize.checked_texts`
+    -> ``(id, text_len, reason, text_hash, shingles, signature, num_shingles)``.
+
+    One row per record.  Accepted records (``reason`` null) get the sorted
+    distinct word ``k``-gram hashes, the 16-byte fingerprint of the normalized
+    text and the MinHash signature; rejected ones keep their reason (a text
+    with no letter or digit after normalization gets ``no_text_content``) and
+    nulls.
+    """
+    a, b = permutation_params(num_perm, seed)
+    id_field = checked.schema["id"]
+    schema = T.StructType([
+        id_field,
+        T.StructField("text_len", T.IntegerType(), True),
+        T.StructField("reason", T.StringType(), True),
+        T.StructField("text_hash", T.BinaryType(), True),
+        T.StructField("shingles", T.ArrayType(T.LongType(), False), True),
+        T.StructField("signature", T.ArrayType(T.IntegerType(), False), True),
+        T.StructField("num_shingles", T.IntegerType(), False),
+    ])
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield _features_batch(batch, k, seed, a, b)
+
+    return checked.select("id", "text_len", "text", "reason").mapInArrow(run, schema)

@@ -1,0 +1,41 @@
+"""The fused signature pass equals the Spark path it replaces for word shingles."""
+
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from lsh_spark.features import word_minhash_features
+from lsh_spark.minhash import minhash
+from lsh_spark.normalize import NO_TEXT, checked_texts, prepare
+from lsh_spark.shingle import add_shingles, text_hash
+
+TEXTS = [
+    ("a", "The quick brown fox jumps over the lazy dog, again and again."),
+    ("b", "THE QUICK brown fox jumps over the lazy dog again and again!!"),
+    ("c", "Straße ＡＢＣ naïve café"),
+    ("d", "short"),
+    ("e", "!!! ??? ..."),          # no letters or digits: no_text_content
+    ("f", ""),                     # empty: rejected before normalization
+    ("g", None),                   # missing
+    ("h", "東京都 の 天気 は 晴れ です"),
+]
+
+
+def test_fused_features_equal_the_spark_path(spark):
+    raw = spark.createDataFrame(TEXTS, "id string, text string")
+    got = word_minhash_features(checked_texts(raw, "text", 1000), 3, 5, 16)
+    prepared = prepare(raw, "text", 1000)
+    ok = F.col("reason").isNull()
+    feats = add_shingles(prepared.select(
+        "id", "text_len", "reason",
+        F.when(ok, text_hash(F.col("norm"), 5)).alias("text_hash"),
+        F.when(ok, F.col("norm")).alias("norm")), "word", 3, 5).drop("norm")
+    sigs = minhash(feats.filter(ok).select("id", "shingles"), 16, 5)
+    expected = feats.join(sigs.select("id", "signature"), "id", "left").select(
+        "id", "text_len", "reason", "text_hash", "shingles", "signature",
+        F.coalesce(F.size("shingles"), F.lit(0)).cast("int").alias("num_shingles"))
+    got = got.withColumn("num_shingles", F.col("num_shingles").cast("int"))
+    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+    reasons = {r.id: r.reason for r in got.collect()}
+    assert reasons["e"] == NO_TEXT
+    assert reasons["f"].startswith("empty_text") and reasons["g"].startswith("missing_text")
+    assert all(reasons[i] is None for i in "abcdh")
