@@ -162,12 +162,12 @@ def _hash_long(v: np.ndarray, h: np.ndarray, t: np.ndarray) -> None:
     h ^= t
 
 
-def _hash_strings(values: pa.Array, seed: int) -> np.ndarray:
-    """Spark's ``xxhash64(seed, s)`` (as uint64) of every string of ``values``."""
-    h1 = _seed_hash(seed)
+def _hash_strings(values: pa.Array, *seeds: int) -> list[np.ndarray]:
+    """Spark's ``xxhash64(seed, s)`` (as uint64) of every string of ``values``, per seed."""
     raw = values.cast(pa.large_binary()).to_pylist()
-    return np.fromiter((xxhash.xxh64_intdigest(b, seed=h1) for b in raw),
-                       dtype=np.uint64, count=len(raw))
+    return [np.fromiter((xxhash.xxh64_intdigest(b, seed=h1) for b in raw),
+                        dtype=np.uint64, count=len(raw))
+            for h1 in map(_seed_hash, seeds)]
 
 
 def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
@@ -185,22 +185,20 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
     counts = pc.list_value_length(tokens).fill_null(0).to_numpy(zero_copy_only=False)
     counts = counts.astype(np.int64)
     enc = pc.dictionary_encode(pc.list_flatten(tokens))
-    token_hash = _hash_strings(enc.dictionary, seed)[enc.indices.to_numpy(zero_copy_only=False)]
+    token_hash = _hash_strings(enc.dictionary, seed)[0][
+        enc.indices.to_numpy(zero_copy_only=False)]
     grams = np.where(counts >= k, counts - k + 1, 0)
     short = valid & (counts < k)
     sizes = np.where(short, 1, grams)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     values = np.empty(int(offsets[-1]), dtype=np.uint64)
-    # k-gram g of a text starts at its first token + g; its slot in ``values``
-    # is the text's offset + g.
+    # k-gram g of a text starts at the text's first token + g; its slot in
+    # ``values`` is the text's offset + g.
     first_token = np.cumsum(counts) - counts
-    has = grams > 0
-    slot = np.repeat(offsets[:-1][has] - first_token[has], grams[has])
-    start = np.arange(len(slot), dtype=np.int64)
-    start += np.repeat(first_token[has], grams[has]) - np.repeat(
-        np.cumsum(grams[has]) - grams[has], grams[has])
-    slot += start
+    g = np.arange(int(grams.sum()), dtype=np.int64) - np.repeat(np.cumsum(grams) - grams, grams)
+    start = np.repeat(first_token, grams) + g
+    slot = np.repeat(offsets[:-1], grams) + g
     h = np.empty(min(_CHUNK, len(start)), dtype=np.uint64)
     t = np.empty_like(h)
     h1 = np.uint64(_seed_hash(seed))
@@ -213,7 +211,7 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
         values[slot[c0:c0 + _CHUNK]] = hc
     # A text of fewer than k tokens: one shingle, the hash of the whole text.
     if short.any():
-        values[offsets[:-1][short]] = _hash_strings(norm.filter(pa.array(short)), seed)
+        values[offsets[:-1][short]] = _hash_strings(norm.filter(pa.array(short)), seed)[0]
     # Sorted (as signed longs, Spark's order) and distinct within each text.
     signed = values.view(np.int64)
     for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
@@ -232,8 +230,7 @@ def text_hash_arrow(norm: pa.Array, seed: int) -> pa.Array:
     """:func:`text_hash` over an Arrow array: 16 bytes per text, null where ``norm`` is."""
     valid = ~np.asarray(norm.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     present = norm.filter(pa.array(valid))
-    hi = _hash_strings(present, seed * 2 + 101)
-    lo = _hash_strings(present, seed * 2 + 102)
+    hi, lo = _hash_strings(present, seed * 2 + 101, seed * 2 + 102)
     # Spark's value: the two hashes as 16 hex digits each, unhexed: big-endian bytes.
     digest = np.empty((len(present), 2), dtype=">u8")
     digest[:, 0], digest[:, 1] = hi, lo
