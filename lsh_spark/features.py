@@ -9,7 +9,8 @@ values are the same as those of the Spark path (:func:`lsh_spark.normalize.prepa
 
 Example
 -------
->>> feats = word_minhash_features(checked_texts(raw, "text", 10**7), 5, 1, 128)  # doctest: +SKIP
+>>> checked = checked_texts(raw, "text", 10**7, binary=False)  # doctest: +SKIP
+>>> feats = word_minhash_features(checked, 5, 1, 128)  # doctest: +SKIP
 >>> feats.columns  # doctest: +SKIP
 ['id', 'text_len', 'reason', 'text_hash', 'shingles', 'signature', 'num_shingles']
 """
@@ -24,14 +25,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lsh_spark.minhash import permutation_params, signature_arrays
-from lsh_spark.normalize import NO_TEXT, TEXT_CHAR, normalize_array
+from lsh_spark.normalize import NO_TEXT, TEXT_CHAR, binary_reasons, normalize_array
 from lsh_spark.shingle import text_hash_arrow, word_shingles_arrow
 
 
 def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.RecordBatch:
-    text = batch.column(batch.schema.get_field_index("text"))
-    reason = batch.column(batch.schema.get_field_index("reason"))
-    norm = normalize_array(text)
+    text = batch.column("text")
+    # The control-character check, left out of the JVM checks (see checked_texts).
+    reason = pc.coalesce(batch.column("reason"), binary_reasons(text))
+    norm = normalize_array(pc.if_else(pc.is_null(reason), text, pa.scalar(None, text.type)))
     # No letter or digit left: rejected with a reason, like the Spark path.
     empty = pc.invert(pc.match_substring_regex(norm, TEXT_CHAR))
     reason = pc.coalesce(reason, pc.if_else(empty, pa.scalar(NO_TEXT), pa.scalar(None, pa.string())))
@@ -39,8 +41,7 @@ def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.Record
     shingles = word_shingles_arrow(norm, k, seed)
     signature, num_shingles = signature_arrays(shingles, a, b)
     return pa.RecordBatch.from_arrays(
-        [batch.column(batch.schema.get_field_index("id")),
-         batch.column(batch.schema.get_field_index("text_len")),
+        [batch.column("id"), batch.column("text_len"),
          reason, text_hash_arrow(norm, seed), shingles, signature, num_shingles],
         names=["id", "text_len", "reason", "text_hash", "shingles", "signature",
                "num_shingles"])
@@ -50,7 +51,10 @@ def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int) 
     """``(id, text_len, text, reason)`` from :func:`lsh_spark.normalize.checked_texts`
     -> ``(id, text_len, reason, text_hash, shingles, signature, num_shingles)``.
 
-    One row per record.  Accepted records (``reason`` null) get the sorted
+    One row per record.  The control-character check of
+    :func:`lsh_spark.normalize.reject_reason` runs here, on the raw text of
+    records no earlier check rejected (so ``checked`` may leave it out).
+    Accepted records (``reason`` null) get the sorted
     distinct word ``k``-gram hashes, the 16-byte fingerprint of the normalized
     text and the MinHash signature; rejected ones keep their reason (a text
     with no letter or digit after normalization gets ``no_text_content``) and

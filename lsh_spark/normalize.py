@@ -16,6 +16,9 @@ Example
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
+
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,8 +34,35 @@ BINARY_SHARE = 0.05
 
 
 def normalize_array(arr: pa.Array) -> pa.Array:
-    """Normalize an Arrow string array (nulls stay null)."""
-    texts = arr.to_pandas() if isinstance(arr, (pa.Array, pa.ChunkedArray)) else arr
+    """Normalize an Arrow string array (nulls stay null); returns ``large_string``.
+
+    Texts that are pure ASCII (most of an English crawl) take a byte-level
+    numpy path with the same result: NFKC leaves ASCII unchanged, case folding
+    is lower-casing, and the only letters and digits are ``[A-Za-z0-9]``.  The
+    others take the Unicode path below; both keep the batch's row order.
+    """
+    if not isinstance(arr, (pa.Array, pa.ChunkedArray)):
+        arr = pa.array(arr, type=pa.large_string(), from_pandas=True)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], pa.large_string())
+    arr = arr.cast(pa.large_string())
+    ascii_rows = pc.fill_null(pc.string_is_ascii(arr), True)
+    n_ascii = pc.sum(ascii_rows).as_py() or 0
+    if n_ascii == len(arr):
+        return _normalize_ascii(arr)
+    if n_ascii == 0:
+        return _normalize_unicode(arr)
+    mask = np.asarray(ascii_rows.to_numpy(zero_copy_only=False), dtype=bool)
+    fast, slow = np.flatnonzero(mask), np.flatnonzero(~mask)
+    merged = pa.concat_arrays([_normalize_ascii(arr.take(fast)),
+                               _normalize_unicode(arr.take(slow))])
+    order = np.empty(len(arr), dtype=np.int64)
+    order[np.concatenate([fast, slow])] = np.arange(len(arr))
+    return merged.take(order)
+
+
+def _normalize_unicode(arr: pa.Array) -> pa.Array:
+    texts = arr.to_pandas()
     # pyarrow's utf8_normalize does not compose (NFC of "e\u0301" stays
     # decomposed in pyarrow 21), so NFKC and full case folding use Python's
     # unicodedata through pandas' per-string C calls; the regex and trim
@@ -47,6 +77,54 @@ def normalize_array(arr: pa.Array) -> pa.Array:
     return pc.utf8_trim(out, " ")
 
 
+# Byte map of the ASCII path: letters lower-cased, digits kept, all else a space.
+_ASCII_MAP = np.full(256, ord(" "), dtype=np.uint8)
+for _c in b"abcdefghijklmnopqrstuvwxyz0123456789":
+    _ASCII_MAP[_c] = _c
+for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ":
+    _ASCII_MAP[_c] = _c + 32
+_SPACE = np.uint8(ord(" "))
+
+
+def _normalize_ascii(arr: pa.Array) -> pa.Array:
+    """:func:`normalize_array` of a ``large_string`` array of ASCII texts, in numpy.
+
+    Each byte is mapped once.  Of each run of separators only the last byte is
+    kept, as a space, and only when a letter or digit of the same text follows;
+    a text's leading space is then dropped.  That is the Unicode path's
+    collapse-and-trim, with no per-byte running sums.
+    """
+    n = len(arr)
+    _, off_buf, data_buf = arr.buffers()
+    off = np.frombuffer(off_buf, dtype=np.int64, count=n + 1, offset=arr.offset * 8)
+    lo, hi = int(off[0]), int(off[-1])
+    if hi == lo:
+        return pc.utf8_trim(arr, " ")  # only empty texts (and nulls)
+    mapped = _ASCII_MAP[np.frombuffer(data_buf, dtype=np.uint8)[lo:hi]]
+    off = off - lo
+    word = mapped != _SPACE
+    keep = np.empty(len(word), dtype=bool)
+    keep[-1] = False
+    keep[:-1] = word[1:]
+    lengths = np.diff(off)
+    filled = lengths > 0
+    keep[off[1:][filled] - 1] = False  # the next byte is another text's
+    keep |= word
+    kept = np.zeros(n, dtype=np.int64)
+    kept[filled] = np.add.reduceat(keep, off[:-1][filled], dtype=np.int64)
+    packed = mapped[keep]
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(kept, out=starts[1:])
+    # A text that began with separators now begins with one space: drop it.
+    lead = np.zeros(n, dtype=bool)
+    lead[kept > 0] = packed[starts[:-1][kept > 0]] == _SPACE
+    if lead.any():
+        packed = np.delete(packed, starts[:-1][lead])
+        starts[1:] -= np.cumsum(lead)
+    out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(starts), pa.py_buffer(packed.tobytes()))
+    return out if not arr.null_count else pc.if_else(arr.is_valid(), out, pa.scalar(None, out.type))
+
+
 @F.pandas_udf(T.StringType())
 def _normalize_udf(texts: pd.Series) -> pd.Series:
     return normalize_array(texts).to_pandas()
@@ -57,27 +135,56 @@ def normalize_col(text: Column) -> Column:
     return _normalize_udf(text)
 
 
-def reject_reason(text: Column, max_chars: int) -> Column:
+_BINARY_REASON = "binary_content: {}% of characters are control or undecodable bytes"
+
+
+def reject_reason(text: Column, max_chars: int, binary: bool = True) -> Column:
     """Why a raw text cannot be processed, or null when it can.
 
-    Checks run cheapest first and before normalization, so a 5 GB blob or a
-    binary file never reaches the Python workers.
+    Checks run cheapest first and before normalization, so a 5 GB blob never
+    reaches the Python workers.  ``binary=False`` leaves out the last check, the
+    share of control characters, for a caller that runs
+    :func:`binary_reasons` on the same texts in its Arrow pass (a regex over
+    every character costs the JVM more than a byte table costs numpy).
     """
     n = F.length(text)
-    # Both scans only touch the rare characters they look for (removing the
-    # binary ones, finding one visible character), never rebuild the whole text.
-    binary = (n - F.length(F.regexp_replace(text, _BINARY_CHARS, ""))) / n
-    return (
+    reason = (
         F.when(text.isNull(), F.lit("missing_text: text field is null or absent"))
         .when(n == 0, F.lit("empty_text: text is the empty string"))
         .when(~text.rlike(r"[^\s\p{Z}\u0085\u200B\uFEFF]"),
               F.lit("whitespace_only_text: text holds only white space"))
         .when(n > max_chars, F.format_string(
             "too_large: %d characters > max_text_chars %d", n, F.lit(max_chars)))
-        .when(binary > BINARY_SHARE, F.format_string(
-            "binary_content: %.0f%% of characters are control or undecodable bytes",
-            binary * 100))
     )
+    if not binary:
+        return reason
+    share = (n - F.length(F.regexp_replace(text, _BINARY_CHARS, ""))) / n
+    return reason.when(share > BINARY_SHARE, F.format_string(
+        _BINARY_REASON.replace("%", "%%").format("%.0f"), share * 100))
+
+
+# The same characters for RE2 (Arrow's regex kernels), which spells U+FFFD \x{FFFD}.
+_BINARY_CHARS_RE2 = "[\\x00-\\x08\\x0B\\x0E-\\x1F\\x7F\\x{FFFD}]"
+
+
+def binary_reasons(texts: pa.Array) -> pa.Array:
+    """The ``binary_content`` reason of :func:`reject_reason`, over an Arrow batch.
+
+    Null where a text is null, empty or within :data:`BINARY_SHARE`.  Characters
+    are code points, as Spark's ``length`` counts them; the share is the same
+    double division; the percentage is rounded half up from the shortest
+    decimal form, as Java's ``%.0f`` does, so both paths write the same string.
+    """
+    found = pc.count_substring_regex(texts, _BINARY_CHARS_RE2).fill_null(0)
+    chars = pc.utf8_length(texts).fill_null(0)
+    found = np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
+    chars = np.asarray(chars.to_numpy(zero_copy_only=False), dtype=np.int64)
+    share = found / np.maximum(chars, 1)
+    out = np.full(len(share), None, dtype=object)
+    for i in np.flatnonzero(share > BINARY_SHARE):
+        pct = Decimal(repr(float(share[i] * 100))).quantize(Decimal(1), ROUND_HALF_UP)
+        out[i] = _BINARY_REASON.format(pct)
+    return pa.array(out, type=pa.string())
 
 
 NO_TEXT = "no_text_content: no letters or digits left after normalization"
@@ -85,15 +192,17 @@ NO_TEXT = "no_text_content: no letters or digits left after normalization"
 TEXT_CHAR = r"[\p{L}\p{N}]"
 
 
-def checked_texts(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:
+def checked_texts(df: DataFrame, text_col: str, max_chars: int, binary: bool = True
+                  ) -> DataFrame:
     """``(id, text_col, [reject_reason]) -> (id, text_len, text, reason)``: the cheap checks.
 
     ``text`` is the raw text where ``reason`` is null (still to be normalized),
     null otherwise, so a rejected blob never reaches the Python workers.  A
     pre-existing ``reject_reason`` column (from the reader: unparseable lines,
-    null ids) takes precedence over the text checks.
+    null ids) takes precedence over the text checks.  ``binary=False``: the
+    control-character check is left to the caller (:func:`binary_reasons`).
     """
-    reason = reject_reason(F.col(text_col), max_chars)
+    reason = reject_reason(F.col(text_col), max_chars, binary)
     if "reject_reason" in df.columns:
         reason = F.coalesce(F.col("reject_reason"), reason)
     staged = df.select("id", F.col(text_col).alias("_text"), reason.alias("reason"))

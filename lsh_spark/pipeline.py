@@ -136,7 +136,7 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         if fused:
             # Normalize, shingle, fingerprint and MinHash in one Python pass.
             out.write(word_minhash_features(
-                checked_texts(raw, cfg.text_col, cfg.max_text_chars),
+                checked_texts(raw, cfg.text_col, cfg.max_text_chars, binary=False),
                 cfg.shingle_k, cfg.seed, cfg.num_perm), "shingles")
         else:
             prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)

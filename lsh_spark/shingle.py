@@ -192,23 +192,26 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
     sizes = np.where(short, 1, grams)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    values = np.empty(int(offsets[-1]), dtype=np.uint64)
-    # k-gram g of a text starts at the text's first token + g; its slot in
-    # ``values`` is the text's offset + g.
-    first_token = np.cumsum(counts) - counts
-    g = np.arange(int(grams.sum()), dtype=np.int64) - np.repeat(np.cumsum(grams) - grams, grams)
-    start = np.repeat(first_token, grams) + g
-    slot = np.repeat(offsets[:-1], grams) + g
-    h = np.empty(min(_CHUNK, len(start)), dtype=np.uint64)
-    t = np.empty_like(h)
+    # The chain runs over every token position of the batch, reading k
+    # shifted contiguous slices (no gathers); the positions where a k-gram of
+    # the same text starts are then picked in order, which is slot order.
+    total = len(token_hash)
+    padded = np.zeros(total + k - 1, dtype=np.uint64)
+    padded[:total] = token_hash
+    starts_gram = np.repeat(np.tile([True, False], n), np.column_stack([grams, counts - grams]).ravel())
+    chained = np.empty(total, dtype=np.uint64)
+    v = np.empty(min(_CHUNK, total), dtype=np.uint64)
+    t = np.empty_like(v)
     h1 = np.uint64(_seed_hash(seed))
-    for c0 in range(0, len(start), _CHUNK):
-        st = start[c0:c0 + _CHUNK]
-        hc, tc = h[:len(st)], t[:len(st)]
+    for c0 in range(0, total, _CHUNK):
+        hc = chained[c0:c0 + _CHUNK]
+        vc, tc = v[:len(hc)], t[:len(hc)]
         hc.fill(h1)
         for j in range(k):
-            _hash_long(token_hash[st + j], hc, tc)
-        values[slot[c0:c0 + _CHUNK]] = hc
+            np.copyto(vc, padded[c0 + j:c0 + j + len(hc)])
+            _hash_long(vc, hc, tc)
+    values = np.empty(int(offsets[-1]), dtype=np.uint64)
+    values[np.repeat(~short, sizes)] = chained[starts_gram]
     # A text of fewer than k tokens: one shingle, the hash of the whole text.
     if short.any():
         values[offsets[:-1][short]] = _hash_strings(norm.filter(pa.array(short)), seed)[0]

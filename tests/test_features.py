@@ -17,12 +17,22 @@ TEXTS = [
     ("f", ""),                     # empty: rejected before normalization
     ("g", None),                   # missing
     ("h", "東京都 の 天気 は 晴れ です"),
+    # Control characters: rejected in the JVM on the Spark path, in the Arrow
+    # pass on the fused one; shares that end in .5 show both round half up.
+    ("i", "\x01abcdefg"),                       # 1 of 8: 12.5% -> 13%
+    ("j", "\ufffdabcdefg"),                     # U+FFFD, 1 of 8
+    ("k", "\x00\x1f\x7fabcde"),                 # 3 of 8: 37.5% -> 38%
+    ("l", "\x02" * 13 + "word " * 37 + "xx"),   # 13 of 200: 6.5% -> 7%
+    ("m", "\x03" + "a" * 39),                   # 2.5%: accepted
+    ("n", "\x0b" + "b" * 19),                   # exactly 5%: accepted
+    ("o", "tab\tnew\nline\rfeed\fend"),         # white space is not binary
+    ("p", "é\x01xy"),                           # 1 of 4 characters, not of 5 bytes
 ]
 
 
 def test_fused_features_equal_the_spark_path(spark):
     raw = spark.createDataFrame(TEXTS, "id string, text string")
-    got = word_minhash_features(checked_texts(raw, "text", 1000), 3, 5, 16)
+    got = word_minhash_features(checked_texts(raw, "text", 1000, binary=False), 3, 5, 16)
     prepared = prepare(raw, "text", 1000)
     ok = F.col("reason").isNull()
     feats = add_shingles(prepared.select(
@@ -38,4 +48,8 @@ def test_fused_features_equal_the_spark_path(spark):
     reasons = {r.id: r.reason for r in got.collect()}
     assert reasons["e"] == NO_TEXT
     assert reasons["f"].startswith("empty_text") and reasons["g"].startswith("missing_text")
-    assert all(reasons[i] is None for i in "abcdh")
+    assert all(reasons[i] is None for i in "abcdhmno")
+    assert reasons["i"].startswith("binary_content: 13% ") and reasons["j"] == reasons["i"]
+    assert reasons["k"].startswith("binary_content: 38% ")
+    assert reasons["l"].startswith("binary_content: 7% ")
+    assert reasons["p"].startswith("binary_content: 25% ")

@@ -1,9 +1,11 @@
+import random
+
 import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.normalize import normalize_array, prepare_documents
+from lsh_spark.normalize import _normalize_unicode, normalize_array, prepare_documents
 from reference import normalize as reference_normalize
 
 TEXTS = [
@@ -28,6 +30,21 @@ TEXTS = [
 def test_arrow_normalization_equals_python_nfkc_casefold(text):
     got = normalize_array(pa.array([text])).to_pylist()[0]
     assert got == reference_normalize(text)
+
+
+def test_ascii_path_equals_the_unicode_path():
+    rng = random.Random(7)
+    texts = ["".join(rng.choice([chr(c) for c in range(128)] + list(" ,.aZ9\t") * 20)
+                     for _ in range(rng.choice([0, 1, 2, 3, 8, 60])))
+             for _ in range(3000)]
+    texts += [None, "", " ", "  a  ", " a", "a ", "A,B", "--x--y--", "é", "Straße X", None]
+    arr = pa.array(texts)
+    want = [None if t is None else reference_normalize(t) for t in texts]
+    assert normalize_array(arr).to_pylist() == want            # mixed batch
+    assert normalize_array(arr.slice(5, 400)).to_pylist() == want[5:405]
+    plain = pa.array([t for t in texts if t is None or t.isascii()])
+    assert normalize_array(plain).to_pylist() == _normalize_unicode(plain).to_pylist()
+    assert normalize_array(pa.array(["", None, ""])).to_pylist() == ["", None, ""]
 
 
 def test_nulls_stay_null():
