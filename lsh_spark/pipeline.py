@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import combinations
 from typing import Any, Iterator, Protocol
@@ -575,11 +576,22 @@ def release_crawl_input(input_path: str, out: Output) -> None:
     out.fs.delete(out.path("extracted"))
 
 
+def _s_curve_png(cfg: DedupConfig) -> bytes:
+    from lsh_spark.advise import s_curve_png
+
+    return s_curve_png(cfg)
+
+
 def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfig,
               overwrite: bool = False) -> dict[str, Any]:
     """Run every stage into ``output`` atomically and return the report."""
     out = StagedOutput(spark, output, overwrite)
     started = time.perf_counter()
+    # The S-curve depends on the configuration alone: it is drawn while the
+    # driver waits on the first stages (SimHash's block tables have none).
+    plotter = ThreadPoolExecutor(max_workers=1)
+    s_curve = plotter.submit(_s_curve_png, cfg) if cfg.method != "simhash" else None
+    plotter.shutdown(wait=False)
     try:
         size_shuffle_partitions(spark, FileSystem(spark, input_path).size_bytes(input_path))
         spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
@@ -606,10 +618,8 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
         out.fs.delete(out.path("shingles"))
         release_crawl_input(input_path, out)
         out.write_json("report.json", report)
-        if cfg.method != "simhash":  # SimHash's block tables have no S-curve
-            from lsh_spark.advise import s_curve_png
-
-            out.write_bytes("s_curve.png", s_curve_png(cfg))
+        if s_curve is not None:
+            out.write_bytes("s_curve.png", s_curve.result())
         out.commit()
     except BaseException:
         register_extracted(input_path, None)
