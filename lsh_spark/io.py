@@ -393,8 +393,8 @@ class StagedOutput:
     def path(self, name: str) -> str:
         return f"{self.staging}/{name}"
 
-    def write(self, df: DataFrame, name: str) -> None:
-        df.write.mode("error").parquet(self.path(name))
+    def write(self, df: DataFrame, name: str, **options: str) -> None:
+        df.write.mode("error").options(**options).parquet(self.path(name))
 
     def write_json(self, name: str, data: Any) -> None:
         self.fs.write_text(self.path(name), json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -434,9 +434,9 @@ class StagewiseOutput:
             raise ConfigError(f"--output: {path} is missing or incomplete; run {stage_job} first")
         return path
 
-    def write(self, df: DataFrame, name: str) -> None:
+    def write(self, df: DataFrame, name: str, **options: str) -> None:
         tmp = f"{self.staging}/{name}"
-        df.write.mode("error").parquet(tmp)
+        df.write.mode("error").options(**options).parquet(tmp)
         self.fs.delete(self.path(name))
         self.fs.rename(tmp, self.path(name))
 

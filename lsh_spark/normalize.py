@@ -3,10 +3,11 @@
 Normalization is Unicode NFKC, then case folding, then NFKC again (the
 composition Unicode calls NFKC_Casefold, up to ignorable characters), then every run of characters
 that are not letters, digits or combining marks collapsed to one space, trimmed.
-It runs once per Arrow batch of documents (a pandas UDF): NFKC and case folding
+It runs once per Arrow batch of documents: NFKC and case folding
 through Python's ``unicodedata``/``str.casefold`` (one C call per document,
 never per character or shingle), the separator regex and trimming as Arrow
-compute kernels (RE2) over the whole batch.
+compute kernels (RE2) over the whole batch.  Pure-ASCII texts skip all of that
+for one byte-table pass in numpy with the same result.
 
 Example
 -------
@@ -16,10 +17,11 @@ Example
 
 from __future__ import annotations
 
+import functools
+import unicodedata
 from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
@@ -62,13 +64,15 @@ def normalize_array(arr: pa.Array) -> pa.Array:
 
 
 def _normalize_unicode(arr: pa.Array) -> pa.Array:
-    texts = arr.to_pandas()
     # pyarrow's utf8_normalize does not compose (NFC of "e\u0301" stays
     # decomposed in pyarrow 21), so NFKC and full case folding use Python's
-    # unicodedata through pandas' per-string C calls; the regex and trim
+    # unicodedata, one C call per text and step (what pandas' str.normalize
+    # does too, without importing pandas into the worker); the regex and trim
     # passes run as Arrow kernels (RE2) over the whole batch.
-    folded = texts.str.normalize("NFKC").str.casefold().str.normalize("NFKC")
-    out = pa.array(folded, type=pa.large_string(), from_pandas=True)
+    nfkc = unicodedata.normalize
+    folded = [None if t is None else nfkc("NFKC", nfkc("NFKC", t).casefold())
+              for t in arr.to_pylist()]
+    out = pa.array(folded, type=pa.large_string())
     out = pc.replace_substring_regex(out, _SEPARATORS, " ")
     # A combining mark that starts a token belongs to no letter (e.g. the
     # variation selector U+FE0F left behind by an emoji): drop it.
@@ -125,14 +129,23 @@ def _normalize_ascii(arr: pa.Array) -> pa.Array:
     return out if not arr.null_count else pc.if_else(arr.is_valid(), out, pa.scalar(None, out.type))
 
 
-@F.pandas_udf(T.StringType())
-def _normalize_udf(texts: pd.Series) -> pd.Series:
-    return normalize_array(texts).to_pandas()
+@functools.cache
+def _normalize_udf():
+    # Created on first use: pandas is imported only where a pandas UDF runs,
+    # never by the Arrow pass of the workers.
+    global pd
+    import pandas as pd
+
+    @F.pandas_udf(T.StringType())
+    def normalize_udf(texts: pd.Series) -> pd.Series:
+        return normalize_array(texts).to_pandas()
+
+    return normalize_udf
 
 
 def normalize_col(text: Column) -> Column:
     """Column expression for the normalized text (vectorized over Arrow batches)."""
-    return _normalize_udf(text)
+    return _normalize_udf()(text)
 
 
 _BINARY_REASON = "binary_content: {}% of characters are control or undecodable bytes"
