@@ -47,7 +47,7 @@ def normalize_array(arr: pa.Array) -> pa.Array:
         arr = pa.array(arr, type=pa.large_string(), from_pandas=True)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks else pa.array([], pa.large_string())
-    arr = arr.cast(pa.large_string())
+    arr = valid_utf8(arr.cast(pa.large_string()))
     ascii_rows = pc.fill_null(pc.string_is_ascii(arr), True)
     n_ascii = pc.sum(ascii_rows).as_py() or 0
     if n_ascii == len(arr):
@@ -61,6 +61,25 @@ def normalize_array(arr: pa.Array) -> pa.Array:
     order = np.empty(len(arr), dtype=np.int64)
     order[np.concatenate([fast, slow])] = np.arange(len(arr))
     return merged.take(order)
+
+
+def valid_utf8(arr: pa.Array) -> pa.Array:
+    """``arr`` with every malformed UTF-8 sequence replaced by U+FFFD.
+
+    Spark's text and Parquet readers pass a string's bytes on unchecked (a
+    Latin-1 file read as text, say), and the JVM decodes malformed bytes to
+    U+FFFD in its string functions; this gives the Python side the same
+    characters.  A batch of valid UTF-8 (one vectorized check) is returned as
+    it is.
+    """
+    try:
+        arr.validate(full=True)
+        return arr
+    except pa.ArrowInvalid:
+        raw = arr.cast(pa.large_binary() if pa.types.is_large_string(arr.type)
+                       else pa.binary()).to_pylist()
+        return pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw],
+                        arr.type)
 
 
 def _normalize_unicode(arr: pa.Array) -> pa.Array:
@@ -188,6 +207,7 @@ def binary_reasons(texts: pa.Array) -> pa.Array:
     double division; the percentage is rounded half up from the shortest
     decimal form, as Java's ``%.0f`` does, so both paths write the same string.
     """
+    texts = valid_utf8(texts)  # malformed bytes count as U+FFFD, as in the JVM
     found = pc.count_substring_regex(texts, _BINARY_CHARS_RE2).fill_null(0)
     chars = pc.utf8_length(texts).fill_null(0)
     found = np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -235,7 +255,10 @@ def prepare(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:
     null ids) takes precedence over the text checks.
     """
     staged = checked_texts(df, text_col, max_chars)
-    normed = staged.select("id", "text_len", normalize_col(F.col("text")).alias("norm"),
+    # Malformed UTF-8 (a Latin-1 line from the text reader) becomes U+FFFD, as
+    # the JVM's checks saw it, before PySpark converts the batch to pandas.
+    normed = staged.select("id", "text_len",
+                           normalize_col(F.make_valid_utf8(F.col("text"))).alias("norm"),
                            "reason")
     no_text = F.when(~F.col("norm").rlike(TEXT_CHAR), F.lit(NO_TEXT))
     return normed.select("id", "text_len", "norm",

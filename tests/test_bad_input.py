@@ -360,6 +360,26 @@ def test_text_input_derived_ids_are_deterministic(spark, tmp_path):
     assert report1["counts"]["duplicate_clusters"] == 2
 
 
+@pytest.mark.parametrize("shingle", ["word", "char"])
+def test_text_input_that_is_not_utf8_is_decoded_like_the_jvm_does(spark, tmp_path, shingle):
+    # Spark's text reader passes a line's bytes on unchecked: a Latin-1 file
+    # reaches the Python workers as malformed UTF-8.  A few such bytes are
+    # U+FFFD (a separator) and the line is deduplicated; many are binary_content.
+    good = [" ".join(d["text"].split()) for d in _good_docs(4)]
+    latin1 = b"Caf\xe9 " + good[0].encode()  # one Latin-1 byte in a UTF-8 line
+    lines = [latin1, latin1.replace(b"Caf\xe9", b"Cafe"), bytes(range(0x80, 0xC0)) + b" x",
+             good[1].encode(), good[2].encode()]
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "docs.txt").write_bytes(b"\n".join(lines) + b"\n")
+    report = _run(spark, src, tmp_path / "out", DedupConfig(format="text", shingle=shingle))
+    rejects = [r["reason"] for r in _read(spark, tmp_path / "out", "rejects").collect()]
+    assert [_code(r) for r in rejects] == ["binary_content"]
+    assert report["counts"]["input_records"] == len(lines)
+    # The line with one undecodable byte and its clean twin are near-duplicates.
+    assert report["counts"]["duplicate_clusters"] == 1
+
+
 # -- errors before any output is written -------------------------------------
 def test_duplicate_ids_raise_input_error_before_any_output(spark, tmp_path):
     good = _good_docs(4)
