@@ -25,13 +25,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lsh_spark.minhash import permutation_params, signature_arrays
-from lsh_spark.normalize import NO_TEXT, TEXT_CHAR, binary_reasons, normalize_array, valid_utf8
+from lsh_spark.normalize import NO_TEXT, TEXT_CHAR, binary_reasons, normalize_array
 from lsh_spark.shingle import text_hash_arrow, word_shingles_arrow
 
 
 def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.RecordBatch:
-    text = valid_utf8(batch.column("text"))
+    text = batch.column("text")
     # The control-character check, left out of the JVM checks (see checked_texts).
+    # Both it and normalize_array read malformed UTF-8 as U+FFFD (valid_utf8).
     reason = pc.coalesce(batch.column("reason"), binary_reasons(text))
     norm = normalize_array(pc.if_else(pc.is_null(reason), text, pa.scalar(None, text.type)))
     # No letter or digit left: rejected with a reason, like the Spark path.
