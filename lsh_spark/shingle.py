@@ -198,7 +198,8 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
     total = len(token_hash)
     padded = np.zeros(total + k - 1, dtype=np.uint64)
     padded[:total] = token_hash
-    starts_gram = np.repeat(np.tile([True, False], n), np.column_stack([grams, counts - grams]).ravel())
+    starts_gram = np.repeat(np.tile([True, False], n),
+                            np.column_stack([grams, counts - grams]).ravel())
     chained = np.empty(total, dtype=np.uint64)
     v = np.empty(min(_CHUNK, total), dtype=np.uint64)
     t = np.empty_like(v)
