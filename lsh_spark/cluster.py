@@ -89,16 +89,23 @@ def _numbered(batches: Iterator[pa.RecordBatch]
     return (names, pc.index_in(src, names).to_numpy(), pc.index_in(dst, names).to_numpy())
 
 
-def _contract(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _contract(batches: Iterator[pa.RecordBatch], converge: bool = False
+              ) -> Iterator[pa.RecordBatch]:
     # One partition of the edge list at a time (bounded by the shuffle partition
     # size, or by LOCAL_FINISH_EDGES when the whole graph is finished in one task).
     numbered = _numbered(batches)
     if numbered is None:
         return
     names, src, dst = numbered
-    child, parent = local_roots(src, dst, len(names))
+    n = len(names)
+    # n + 1 sweeps always converge (labels only fall, one hop per sweep at least).
+    child, parent = local_roots(src, dst, n, max_sweeps=n + 1 if converge else MAX_LOCAL_SWEEPS)
     yield pa.RecordBatch.from_arrays(
         [names.take(pa.array(child)), names.take(pa.array(parent))], names=["src", "dst"])
+
+
+def _finish(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    return _contract(batches, converge=True)
 
 
 def contract_locally(edges: DataFrame) -> DataFrame:
@@ -109,6 +116,17 @@ def contract_locally(edges: DataFrame) -> DataFrame:
     component's smallest id, the form the star rounds end in.
     """
     return edges.mapInArrow(_contract, edges.schema).distinct()
+
+
+def finish_in_one_task(edges: DataFrame) -> DataFrame:
+    """``(src, dst)`` -> star edges ``(member, smallest id of its component)``.
+
+    The whole edge list goes to one task, where label propagation runs to
+    convergence: the result is a star forest by construction (one edge per
+    non-root node, to its root, and no edge from a root), so no star round and
+    no check of it is needed.  For edge lists up to ``LOCAL_FINISH_EDGES``.
+    """
+    return edges.repartition(1).mapInArrow(_finish, edges.schema)
 
 
 def _roots_in_one_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -193,17 +211,19 @@ def connected_components(
 
     edges = pairs.select(F.col("id_a").alias("src"), F.col("id_b").alias("dst")).filter(
         F.col("src") != F.col("dst"))
+    stars = False
     if contract:
         edges = saved(contract_locally(edges))
         if edges.count() <= LOCAL_FINISH_EDGES:
-            # Small enough for one task: finish every component there.
-            edges = saved(contract_locally(edges.repartition(1)))
+            # Small enough for one task: finish every component there, which
+            # leaves stars (the three jobs of the star check are not needed).
+            edges, stars = saved(finish_in_one_task(edges)), True
     else:
         edges = saved(edges.select(F.greatest("src", "dst").alias("src"),
                                    F.least("src", "dst").alias("dst")).distinct())
     # Every edge list is saved exactly once, when it is made.
     rounds = 0
-    while not _is_star_forest(edges):
+    while not stars and not _is_star_forest(edges):
         if rounds == max_iterations:
             raise ClusteringDidNotConverge(
                 f"connected components did not converge in {max_iterations} rounds; "

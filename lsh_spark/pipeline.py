@@ -19,7 +19,7 @@ from itertools import combinations
 from typing import Any, Iterator, Protocol
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from lsh_spark import __version__
@@ -87,6 +87,20 @@ class Output(Protocol):
     def write(self, df: DataFrame, name: str, **options: str) -> None: ...
 
 
+def observed(df: DataFrame, **metrics: Column) -> tuple[DataFrame, Observation]:
+    """``df`` plus aggregate ``metrics`` (named by keyword) computed while it is
+    written, so a count for the report needs no job of its own.
+
+    The caller must run exactly one action on the returned DataFrame (one
+    write) before reading ``Observation.get``; place it on the last step of a
+    plan (the writing stage), where Spark applies each task's metrics once even
+    if the task is retried.  A small job costs 0.3 to 0.7 s on a 2-core
+    machine, planning and scheduling included.
+    """
+    obs = Observation()
+    return df.observe(obs, *[value.alias(name) for name, value in metrics.items()]), obs
+
+
 class Timer:
     """Wall-clock seconds per named stage, for the report.
 
@@ -141,19 +155,21 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         fused = cfg.method == "minhash" and cfg.shingle == "word"
         if fused:
             # Normalize, shingle, fingerprint and MinHash in one Python pass.
-            out.write(word_minhash_features(
+            features = word_minhash_features(
                 checked_texts(raw, cfg.text_col, cfg.max_text_chars, binary=False),
-                cfg.shingle_k, cfg.seed, cfg.num_perm), "shingles", **SCRATCH_PARQUET)
+                cfg.shingle_k, cfg.seed, cfg.num_perm)
         else:
             prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
             ok = F.col("reason").isNull()
             tf = cfg.method == "simhash" and cfg.simhash_weight == "tf"
-            out.write(add_shingles(prepared.select(
+            features = add_shingles(prepared.select(
                 "id", "text_len", "reason",
                 F.when(ok, text_hash(F.col("norm"), cfg.seed)).alias("text_hash"),
                 F.when(ok, F.col("norm")).alias("norm"),
             ), cfg.shingle, cfg.shingle_k, cfg.seed,
-                all_out="shingle_list" if tf else None).drop("norm"), "shingles", **SCRATCH_PARQUET)
+                all_out="shingle_list" if tf else None).drop("norm")
+        features, seen = _record_counts(features)
+        out.write(features, "shingles", **SCRATCH_PARQUET)
         feats = _checked_ids(spark, out, "shingles")
         ok = F.col("reason").isNull()
         if fused:
@@ -171,7 +187,7 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
             out.write(sigs.select("id", "signature", "num_shingles", "text_hash", "text_len"),
                       "signatures")
         out.write(feats.filter(~ok).select("id", "reason"), "rejects")
-    return dict(_signature_counts(spark, out, facts), seconds=timer.seconds)
+    return dict(_signature_counts(spark, out, facts, seen.get), seconds=timer.seconds)
 
 
 def _checked_ids(spark: SparkSession, out: Output, name: str) -> DataFrame:
@@ -190,12 +206,24 @@ def _checked_ids(spark: SparkSession, out: Output, name: str) -> DataFrame:
     return df
 
 
-def _signature_counts(spark: SparkSession, out: Output, facts: dict[str, Any]) -> dict[str, Any]:
-    # One small aggregation: accepted records have no reason code.
-    codes = (_read(spark, out, "rejects").select(F.split("reason", ":").getItem(0).alias("code"))
-             .groupBy("code").agg(F.count(F.lit(1)).alias("n")).collect())
-    by_reason = {r["code"]: r["n"] for r in codes}
-    accepted, rejected = _read(spark, out, "signatures").count(), sum(by_reason.values())
+def _record_counts(features: DataFrame) -> tuple[DataFrame, Observation]:
+    """Every input record's features (rejected ones with a ``reason``), observed:
+    ``records`` and ``rejected`` come with the write (see :func:`observed`)."""
+    return observed(features, records=F.count(F.lit(1)), rejected=F.count("reason"))
+
+
+def _signature_counts(spark: SparkSession, out: Output, facts: dict[str, Any],
+                      seen: dict[str, int]) -> dict[str, Any]:
+    """The report's counts, from ``seen`` (:func:`_record_counts`) and, when some
+    records were rejected, one small aggregation of ``rejects/`` by reason code."""
+    rejected = int(seen["rejected"])
+    by_reason: dict[str, int] = {}
+    if rejected:
+        codes = (_read(spark, out, "rejects")
+                 .select(F.split("reason", ":").getItem(0).alias("code"))
+                 .groupBy("code").agg(F.count(F.lit(1)).alias("n")).collect())
+        by_reason = {r["code"]: r["n"] for r in codes}
+    accepted = int(seen["records"]) - rejected
     return {
         "input": dict(facts, records=accepted + rejected),
         "counts": {"input_records": accepted + rejected, "accepted": accepted,
@@ -223,7 +251,8 @@ def stage_vector_signatures(spark: SparkSession, input_path: str, out: Output,
         dim = int(top["n"]) if top else 1
         reason = F.coalesce(F.col("reject_reason"),
                             vector_rejects(F.col("vector"), dim, cfg.method == "hyperplane"))
-        out.write(vecs.select("id", "vector", reason.alias("reason")), "vectors")
+        vectors, seen = _record_counts(vecs.select("id", "vector", reason.alias("reason")))
+        out.write(vectors, "vectors")
         vecs = _checked_ids(spark, out, "vectors")
         ok = vecs.filter(F.col("reason").isNull())
         sigs = add_vector_signatures(ok, cfg.method, dim, cfg.num_perm, cfg.seed, cfg.width)
@@ -234,12 +263,17 @@ def stage_vector_signatures(spark: SparkSession, input_path: str, out: Output,
                                       F.lit(None).cast("int").alias("text_len")), "id"),
                   "signatures")
         out.write(vecs.filter(F.col("reason").isNotNull()).select("id", "reason"), "rejects")
-    section = _signature_counts(spark, out, dict(facts, dimension=dim))
+    section = _signature_counts(spark, out, dict(facts, dimension=dim), seen.get)
     return dict(section, seconds=timer.seconds)
 
 
-def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str, Any]:
-    """Band keys and bucket grouping: writes ``candidates/`` (pairs) and ``blocks/``."""
+def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig,
+                     documents: int | None = None) -> dict[str, Any]:
+    """Band keys and bucket grouping: writes ``candidates/`` (pairs) and ``blocks/``.
+
+    ``documents``: the number of rows of ``signatures/`` when the caller knows
+    it (counted here otherwise).
+    """
     timer = Timer(spark)
     b, r = cfg.band_params()
     sigs = _read(spark, out, "signatures")
@@ -253,16 +287,21 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict
             rows = explode_bands(sigs, b, r, "text_hash")
         buckets = bucket_members(rows).persist()
         try:
-            out.write(candidate_pairs(buckets, cfg.max_bucket_size, block_min), "candidates")
-            out.write(candidate_blocks(buckets, cfg.max_bucket_size, block_min), "blocks")
+            pairs, seen_pairs = observed(
+                candidate_pairs(buckets, cfg.max_bucket_size, block_min), pairs=F.count(F.lit(1)))
+            out.write(pairs, "candidates")
+            size = F.col("size").cast("long")
+            blocks, seen_blocks = observed(
+                candidate_blocks(buckets, cfg.max_bucket_size, block_min),
+                blocks=F.count(F.lit(1)), members=F.sum(size),
+                pairs=F.sum(size * (size - 1) / 2))
+            out.write(blocks, "blocks")
             summary = bucket_summary(buckets, cfg.max_bucket_size)
         finally:
             buckets.unpersist()
-    n_cands = _read(spark, out, "candidates").count()
-    size = F.col("size").cast("long")
-    blk = _read(spark, out, "blocks").agg(
-        F.count(F.lit(1)).alias("blocks"), F.sum(size).alias("members"),
-        F.sum(size * (size - 1) / 2).alias("pairs")).first()
+    n_cands, blk = seen_pairs.get["pairs"], seen_blocks.get
+    if documents is None:
+        documents = sigs.count()
     summary.update({
         "block_min_size": cfg.block_min_size,
         "blocks": int(blk["blocks"] or 0),
@@ -274,7 +313,7 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict
         "buckets": summary,
         # Pairs checked: pair rows plus every pair inside a block (a pair in
         # several blocks counted once per block).
-        "counts": {"band_rows": sigs.count() * b,
+        "counts": {"band_rows": documents * b,
                    "candidate_pairs": n_cands + int(blk["pairs"] or 0)},
         "seconds": timer.seconds,
     }
@@ -345,34 +384,43 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         pair_ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
         groups = None
         block_work = verify_module.block_work(None)
+        dups = DuplicateGroups(sigs, cfg.max_bucket_size)
+        # One small job sizes everything below: the pair candidates' documents
+        # and shingles (from signatures/), the block members and memberships,
+        # and the groups of identical texts.
+        sizes = (sigs.join(pair_ids, "id", "left_semi")
+                 .agg(F.count(F.lit(1)).alias("pair_docs"),
+                      F.sum("num_shingles").alias("pair_shingles"))
+                 .crossJoin(memberships.agg(F.count(F.lit(1)).alias("block_docs"),
+                                            F.sum(F.size("in_blocks")).alias("block_edges")))
+                 .crossJoin(dups.stats_frame())).first()
+        dups.stats(sizes)
         # Shingles of the pair candidates only, read once (both sides of every
         # pair need them) and broadcast when they are small.
-        shingles = _only(all_shingles, pair_ids).select("id", "shingles").persist(
-            StorageLevel.MEMORY_AND_DISK)
+        shingles = _only(all_shingles, pair_ids, int(sizes["pair_docs"])).select(
+            "id", "shingles").persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            row = shingles.agg(F.count(F.lit(1)).alias("docs"),
-                               F.sum(F.size("shingles")).alias("n")).first()
-            est_bytes = 8 * int(row["n"] or 0) + 64 * int(row["docs"] or 0)
+            est_bytes = 8 * int(sizes["pair_shingles"] or 0) + 64 * int(sizes["pair_docs"])
             near = verify_pairs(cands, shingles, cfg.threshold,
                                 broadcast=est_bytes <= BROADCAST_SHINGLE_BYTES)
             found = near
-            # One small job: block members and their block memberships.
-            members = memberships.agg(F.count(F.lit(1)).alias("docs"),
-                                      F.sum(F.size("in_blocks")).alias("edges")).first()
-            if members["docs"]:  # no blocks, no second read of shingles/
+            if sizes["block_docs"]:  # no blocks, no second read of shingles/
                 # Read twice (the number of tasks, then the tasks): computed once.
                 groups = block_groups(blocks, memberships, cfg.max_bucket_size,
-                                      n_edges=int(members["edges"])).persist(
+                                      n_edges=int(sizes["block_edges"])).persist(
                     StorageLevel.MEMORY_AND_DISK)
                 block_work = verify_module.block_work(groups)
                 member_shingles = _only(all_shingles, memberships.select("id"),
-                                        int(members["docs"]))
+                                        int(sizes["block_docs"]))
                 found = found.unionByName(verify_blocks(
                     blocks, memberships, member_shingles,
                     cfg.threshold, cfg.max_bucket_size, groups=groups, work=block_work))
             # Pairs so far join group representatives; give every copy its pairs.
-            dups = DuplicateGroups(sigs, cfg.max_bucket_size)
-            out.write(dups.expand(found, BROADCAST_ID_ROWS).unionByName(dups.pairs()), "pairs")
+            pairs, seen = observed(
+                dups.expand(found, BROADCAST_ID_ROWS).unionByName(dups.pairs()),
+                **_histogram_metrics(F.least(F.floor(F.col("jaccard") * 20), F.lit(19)), 20),
+                exact=F.count(F.when(F.col("jaccard") >= 1.0, 1)))
+            out.write(pairs, "pairs")
         finally:
             if groups is not None:
                 groups.unpersist()
@@ -380,20 +428,28 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
             pair_ids.unpersist()
             cands.unpersist()
             memberships.unpersist()
-    pairs = _read(spark, out, "pairs")
-    # One pass over pairs/: the histogram bins also give the totals.
-    bins = (pairs.groupBy(F.least(F.floor(F.col("jaccard") * 20), F.lit(19)).alias("bin"))
-            .agg(F.count(F.lit(1)).alias("n"),
-                 F.count(F.when(F.col("jaccard") >= 1.0, 1)).alias("exact"))
-            .orderBy("bin").collect())
+    # The histogram bins also give the total.
+    bins = _histogram(seen.get)
     return {
-        "counts": {"verified_pairs": sum(r["n"] for r in bins),
-                   "pairs_with_jaccard_1": sum(r["exact"] for r in bins)},
+        "counts": {"verified_pairs": sum(n for _, n in bins),
+                   "pairs_with_jaccard_1": int(seen.get["exact"])},
         "block_verification": block_work,
         "exact_duplicates": dups.stats(),
-        "jaccard_histogram": [{"from": round(r["bin"] / 20, 2), "pairs": r["n"]} for r in bins],
+        "jaccard_histogram": [{"from": round(b / 20, 2), "pairs": n} for b, n in bins],
         "seconds": timer.seconds,
     }
+
+
+def _histogram_metrics(key: Column, bins: int) -> dict[str, Column]:
+    """Observation metrics ``bin0 .. bin<bins-1>``: rows whose integer ``key`` is each
+    bin (the caller's key stays within ``0 .. bins - 1``)."""
+    return {f"bin{b}": F.count(F.when(key == b, 1)) for b in range(bins)}
+
+
+def _histogram(metrics: dict[str, Any]) -> list[tuple[int, int]]:
+    """``(bin, count)`` of the non-empty bins of :func:`_histogram_metrics`, in order."""
+    counts = sorted((int(k[3:]), int(v)) for k, v in metrics.items() if k.startswith("bin"))
+    return [(b, n) for b, n in counts if n]
 
 
 def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
@@ -405,6 +461,20 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
     cands = _read(spark, out, "candidates")
     sigs = _read(spark, out, "signatures")
     measure = cfg.measure
+    if cfg.method == "simhash":
+        key, scale, n_bins = F.col(measure), 1.0, cfg.max_hamming + 1
+    elif cfg.method == "hyperplane":
+        key, scale, n_bins = F.least(F.floor(F.col(measure) * 20), F.lit(19)), 20.0, 20
+    else:
+        step = float(cfg.max_distance) / 20
+        key, scale, n_bins = F.least(F.floor(F.col(measure) / F.lit(step)), F.lit(19)), 1 / step, 20
+
+    def write_pairs(pairs: DataFrame) -> Observation:
+        # The histogram of the measure comes with the write.
+        pairs, seen = observed(pairs, **_histogram_metrics(key, n_bins))
+        out.write(pairs, "pairs")
+        return seen
+
     with timer("verify"):
         # Candidates join group representatives of identical texts (or vectors);
         # every copy gets its representative's pairs, and the copies their own.
@@ -428,11 +498,11 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
                         F.col("shingles").isNotNull()), ids).select("id", "shingles")
                     near = verify_module.similar(join_sides(near, sh, "shingles"),
                                                  ["id_a", "id_b", measure], cfg.threshold)
-                    out.write(with_copies(near, **{measure: 0, "jaccard": 1.0}), "pairs")
+                    seen = write_pairs(with_copies(near, **{measure: 0, "jaccard": 1.0}))
                 finally:
                     ids.unpersist()
             else:
-                out.write(with_copies(near, **{measure: 0}), "pairs")
+                seen = write_pairs(with_copies(near, **{measure: 0}))
         else:
             vec = _read(spark, out, "vectors").filter(F.col("reason").isNull())
             ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
@@ -449,24 +519,14 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
                     join_sides(cands, needed, "vector"), ["id_a", "id_b"],
                     fn(F.col("vector_a"), F.col("vector_b")), measure, ok)
                 same = 1.0 if cfg.method == "hyperplane" else 0.0
-                out.write(with_copies(near, **{measure: same}), "pairs")
+                seen = write_pairs(with_copies(near, **{measure: same}))
             finally:
                 ids.unpersist()
-    pairs = _read(spark, out, "pairs")
-    if cfg.method == "simhash":
-        key, scale = F.col(measure), 1.0
-    elif cfg.method == "hyperplane":
-        key, scale = F.least(F.floor(F.col(measure) * 20), F.lit(19)), 20.0
-    else:
-        step = float(cfg.max_distance) / 20
-        key, scale = F.least(F.floor(F.col(measure) / F.lit(step)), F.lit(19)), 1.0 / step
-    bins = (pairs.groupBy(key.alias("bin")).agg(F.count(F.lit(1)).alias("n"))
-            .orderBy("bin").collect())
+    bins = _histogram(seen.get)
     return {
-        "counts": {"verified_pairs": sum(r["n"] for r in bins)},
+        "counts": {"verified_pairs": sum(n for _, n in bins)},
         "exact_duplicates": dups.stats(),
-        f"{measure}_histogram": [{"from": round(r["bin"] / scale, 6), "pairs": r["n"]}
-                                 for r in bins],
+        f"{measure}_histogram": [{"from": round(b / scale, 6), "pairs": n} for b, n in bins],
         "seconds": timer.seconds,
     }
 
@@ -480,6 +540,13 @@ def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupC
     with timer("cluster"):
         clusters = connected_components(pairs, sigs.select("id"), cfg.max_cc_iterations)
         clusters = apply_keep_policy(clusters, sigs.select("id", "text_len"), cfg.keep)
+        dup = F.col("cluster_size") > 1
+        # Exactly one document of each cluster is kept: kept documents count clusters.
+        clusters, seen = observed(
+            clusters, docs=F.count(F.lit(1)), in_dup=F.count(F.when(dup, 1)),
+            kept=F.count(F.when(F.col("keep"), 1)),
+            largest=F.coalesce(F.max("cluster_size"), F.lit(0)),
+            dup_clusters=F.count(F.when(dup & F.col("keep"), 1)))
         out.write(clusters, "clusters")
     clusters = _read(spark, out, "clusters")
     with timer("deduped"):
@@ -487,15 +554,7 @@ def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupC
         kept = clusters.filter("keep").select("id", "cluster_size")
         deduped = raw.join(kept, "id").drop("reject_reason")
         out.write(_restore_id_col(deduped, cfg, facts["derived_ids"]), "deduped")
-    row = clusters.agg(
-        F.count(F.lit(1)).alias("docs"),
-        F.countDistinct("cluster_id").alias("clusters"),
-        # count(when(...)) is 0, not null, when every record was rejected.
-        F.count(F.when(F.col("cluster_size") > 1, 1)).alias("in_dup"),
-        F.count(F.when(F.col("keep"), 1)).alias("kept"),
-        F.coalesce(F.max("cluster_size"), F.lit(0)).alias("largest"),
-        F.count(F.when((F.col("cluster_size") > 1) & F.col("keep"), 1)).alias("dup_clusters"),
-    ).first()
+    row = seen.get
     sizes = [
         {"cluster_size": r["cluster_size"], "clusters": r["n"]}
         for r in clusters.filter("keep").groupBy("cluster_size")
@@ -503,7 +562,7 @@ def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupC
     ]
     return {
         "counts": {
-            "clustered_documents": row["docs"], "clusters": row["clusters"],
+            "clustered_documents": row["docs"], "clusters": row["kept"],
             "duplicate_clusters": row["dup_clusters"],
             "documents_in_duplicate_clusters": row["in_dup"],
             "largest_cluster": row["largest"], "deduped_documents": row["kept"],
@@ -601,11 +660,12 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
         size_shuffle_partitions(spark, FileSystem(spark, input_path).size_bytes(input_path))
         spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
         crawl = extract_crawl_input(spark, input_path, out, cfg)
+        signatures = stage_signatures(spark, input_path, out, cfg)
         report = merge_reports(
             report_header(input_path, cfg),
             crawl,
-            stage_signatures(spark, input_path, out, cfg),
-            stage_candidates(spark, out, cfg),
+            signatures,
+            stage_candidates(spark, out, cfg, signatures["counts"]["accepted"]),
             stage_verify(spark, out, cfg),
             stage_cluster(spark, input_path, out, cfg),
         )

@@ -277,6 +277,15 @@ def test_report_counts_agree_with_datasets(spark, bad_run):
     by_reason = {r["code"]: r["count"] for r in
                  rejects.groupBy(F.split("reason", ":").getItem(0).alias("code")).count().collect()}
     assert report["rejects_by_reason"] == by_reason
+    # The histogram and the Jaccard-1 count come with the write of pairs/.
+    pairs = _read(spark, out, "pairs")
+    bins = {r["bin"] / 20: r["n"] for r in pairs.groupBy(
+        F.least(F.floor(F.col("jaccard") * 20), F.lit(19)).alias("bin")).count()
+        .withColumnRenamed("count", "n").collect()}
+    assert {b["from"]: b["pairs"] for b in report["jaccard_histogram"]} == bins
+    assert counts["pairs_with_jaccard_1"] == pairs.filter("jaccard >= 1.0").count() > 0
+    assert report["buckets"]["block_members"] == sum(
+        r["size"] for r in _read(spark, out, "blocks").collect())
     assert os.path.exists(os.path.join(str(out), "_SUCCESS"))
 
 

@@ -1,3 +1,4 @@
+import random
 from itertools import combinations
 
 from chispa import assert_df_equality
@@ -107,3 +108,30 @@ def test_integer_ids_order_numerically(spark):
     got = {(r.id_a, r.id_b) for r in
            candidate_pairs(bucket_members(spark.createDataFrame(rows, schema)), 10).collect()}
     assert got == {(9, 10), (9, 100), (10, 100)}
+
+
+def test_bucket_members_equal_a_reference_grouping(spark):
+    # Random band rows with non-ASCII ids of mixed lengths, copies of one text
+    # in a bucket and several partitions; ids order bytewise in UTF-8, as Spark
+    # orders strings.
+    rng = random.Random(5)
+    alphabet = ["a", "b", "z", "é", "ß", "中", "😀", "0"]
+    ids = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
+                  for _ in range(300)})
+    texts = {i: h(rng.randrange(40)) for i in ids}  # about 7 documents per text
+    rows = [(i, band, rng.randrange(25), texts[i]) for i in ids for band in range(3)]
+    got = {(r.band, r.bucket): (list(r.ids), r.size) for r in
+           bucket_members(spark.createDataFrame(rows, ROWS).repartition(3)).collect()}
+    groups = {}
+    for i, band, bucket, text in rows:
+        groups.setdefault((band, bucket), {}).setdefault(text, []).append(i)
+
+    def utf8(s):
+        return s.encode("utf-8")
+
+    want = {}
+    for key, by_text in groups.items():
+        members = sorted((min(g, key=utf8) for g in by_text.values()), key=utf8)
+        if len(members) > 1:
+            want[key] = (members, len(members))
+    assert got == want

@@ -145,3 +145,24 @@ def test_component_roots_in_one_task_equal_union_find(spark):
     nodes = sorted({v for e in edges for v in e})
     ref = reference_components(nodes, edges)
     assert got == {v: ref[v][0] for v in nodes}
+
+
+def test_finishing_in_one_task_leaves_a_star_forest(spark):
+    # connected_components skips its star check after this step, so the step
+    # itself must leave stars: one edge per non-root node, to the smallest
+    # node of its component, and no edge out of a root.
+    from lsh_spark.cluster import _is_star_forest, finish_in_one_task
+
+    rng = random.Random(3)
+    edges = [(rng.randrange(90), rng.randrange(90)) for _ in range(80)]
+    edges += [(i + 1, i) for i in range(200, 260)]  # a long path, larger ids first
+    df = spark.createDataFrame(edges, "src long, dst long").repartition(4)
+    stars = finish_in_one_task(df)
+    got = {}
+    for r in stars.collect():
+        assert r.src not in got  # one parent per node
+        got[r.src] = r.dst
+    nodes = sorted({v for e in edges for v in e})
+    ref = reference_components(nodes, edges)
+    assert got == {v: ref[v][0] for v in nodes if ref[v][0] != v}
+    assert _is_star_forest(stars)

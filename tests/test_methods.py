@@ -68,6 +68,18 @@ def test_vector_methods_find_what_brute_force_finds(spark, tmp_path, vectors, me
     assert _components(kept, [(r["id_a"], r["id_b"]) for r in rows]) == \
         _components(kept, [p for p in truth if set(p) <= kept])
     assert len(truth) >= 50  # the planted neighbours are there to be found
+    # The histogram comes with the write of pairs/: 20 bins of the measure.
+    bins = {}
+    for r in rows:
+        if method == "hyperplane":
+            b = min(int(np.floor(r[measure] * 20)), 19)
+            start = round(b / 20, 6)
+        else:
+            step = kw["max_distance"] / 20
+            b = min(int(np.floor(r[measure] / step)), 19)
+            start = round(b / (1 / step), 6)
+        bins[start] = bins.get(start, 0) + 1
+    assert {b["from"]: b["pairs"] for b in report[f"{measure}_histogram"]} == bins
     reasons = report["rejects_by_reason"]
     assert reasons["wrong_dimension"] == 1 and reasons["missing_vector"] == 1
     assert reasons.get("zero_vector", 0) == (1 if method == "hyperplane" else 0)
@@ -101,6 +113,10 @@ def test_simhash_clusters_equal_brute_force_over_the_fingerprints(spark, tmp_pat
     pairs = spark.read.parquet(str(out / "pairs")).collect()
     for r in pairs:
         assert r["hamming"] == bin(sigs[r["id_a"]] ^ sigs[r["id_b"]]).count("1") <= 4
+    by_distance = {}
+    for r in pairs:
+        by_distance[r["hamming"]] = by_distance.get(r["hamming"], 0) + 1
+    assert {b["from"]: b["pairs"] for b in report["hamming_histogram"]} == by_distance
     clusters = {}
     for r in spark.read.parquet(str(out / "clusters")).collect():
         clusters.setdefault(r["cluster_id"], set()).add(r["id"])
