@@ -197,7 +197,7 @@ def _is_star_forest(edges: DataFrame) -> bool:
 
 def connected_components(
     pairs: DataFrame, vertices: DataFrame, max_iterations: int = 64, checkpoint: bool = True,
-    contract: bool = True,
+    contract: bool = True, n_edges: int | None = None,
 ) -> DataFrame:
     """``(id_a, id_b)`` edges + ``(id)`` vertices -> ``(id, cluster_id, cluster_size)``.
 
@@ -205,6 +205,9 @@ def connected_components(
     connected component; isolated vertices are their own cluster of size 1.
     ``checkpoint=True`` needs ``SparkContext.setCheckpointDir`` to have been called;
     ``contract=False`` skips the local contraction (for testing the rounds alone).
+    ``n_edges``: the number of rows of ``pairs`` when the caller knows it; up to
+    ``LOCAL_FINISH_EDGES`` the graph then goes straight to one task, without
+    the parallel contraction and its count.
     """
     def saved(df: DataFrame) -> DataFrame:
         return df.checkpoint() if checkpoint else df.localCheckpoint()
@@ -212,7 +215,9 @@ def connected_components(
     edges = pairs.select(F.col("id_a").alias("src"), F.col("id_b").alias("dst")).filter(
         F.col("src") != F.col("dst"))
     stars = False
-    if contract:
+    if contract and n_edges is not None and n_edges <= LOCAL_FINISH_EDGES:
+        edges, stars = saved(finish_in_one_task(edges)), True
+    elif contract:
         edges = saved(contract_locally(edges))
         if edges.count() <= LOCAL_FINISH_EDGES:
             # Small enough for one task: finish every component there, which

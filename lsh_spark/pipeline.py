@@ -531,14 +531,18 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
     }
 
 
-def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
-                  ) -> dict[str, Any]:
-    """Connected components and the keep policy: writes ``clusters/`` and ``deduped/``."""
+def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig,
+                  n_pairs: int | None = None) -> dict[str, Any]:
+    """Connected components and the keep policy: writes ``clusters/`` and ``deduped/``.
+
+    ``n_pairs``: the number of rows of ``pairs/`` when the caller knows it.
+    """
     timer = Timer(spark)
     pairs = _read(spark, out, "pairs")
     sigs = _read(spark, out, "signatures")
     with timer("cluster"):
-        clusters = connected_components(pairs, sigs.select("id"), cfg.max_cc_iterations)
+        clusters = connected_components(pairs, sigs.select("id"), cfg.max_cc_iterations,
+                                        n_edges=n_pairs)
         clusters = apply_keep_policy(clusters, sigs.select("id", "text_len"), cfg.keep)
         dup = F.col("cluster_size") > 1
         # Exactly one document of each cluster is kept: kept documents count clusters.
@@ -661,13 +665,15 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
         spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
         crawl = extract_crawl_input(spark, input_path, out, cfg)
         signatures = stage_signatures(spark, input_path, out, cfg)
+        candidates = stage_candidates(spark, out, cfg, signatures["counts"]["accepted"])
+        verified = stage_verify(spark, out, cfg)
         report = merge_reports(
             report_header(input_path, cfg),
             crawl,
             signatures,
-            stage_candidates(spark, out, cfg, signatures["counts"]["accepted"]),
-            stage_verify(spark, out, cfg),
-            stage_cluster(spark, input_path, out, cfg),
+            candidates,
+            verified,
+            stage_cluster(spark, input_path, out, cfg, verified["counts"]["verified_pairs"]),
         )
         report["seconds"]["total"] = round(time.perf_counter() - started, 3)
         describe_bounded_families(spark, out, report)

@@ -166,3 +166,18 @@ def test_finishing_in_one_task_leaves_a_star_forest(spark):
     ref = reference_components(nodes, edges)
     assert got == {v: ref[v][0] for v in nodes if ref[v][0] != v}
     assert _is_star_forest(stars)
+
+
+def test_known_small_edge_count_goes_straight_to_one_task(spark):
+    # With n_edges given (and small), no contraction round runs first; the
+    # clusters are the same as on the general path.
+    rng = random.Random(4)
+    ids = [f"d{i:03d}" for i in range(120)]
+    edges = [(rng.choice(ids), rng.choice(ids)) for _ in range(90)]
+    pairs = spark.createDataFrame(edges, "id_a string, id_b string").repartition(3)
+    vertices = spark.createDataFrame([(i,) for i in ids], "id string")
+    direct = connected_components(pairs, vertices, checkpoint=False, n_edges=len(edges))
+    general = connected_components(pairs, vertices, checkpoint=False)
+    assert_df_equality(direct, general, ignore_row_order=True, ignore_nullable=True)
+    ref = reference_components(ids, edges)
+    assert {r.id: r.cluster_id for r in direct.collect()} == {i: ref[i][0] for i in ids}
