@@ -3,9 +3,10 @@
 The self-join on the bucket key is evaluated per bucket: band rows are shuffled
 once by ``(band, bucket)``, each partition's buckets are gathered into sorted
 id arrays by two numpy sorts (:func:`bucket_members`), and the pairs are
-generated from those arrays with native higher-order functions.  That is the same result as ``rows JOIN rows ON (band, bucket) AND
-a.id < b.id`` with one shuffle instead of two, and it sees each bucket's size,
-which is what bounds the work:
+generated from those arrays with native higher-order functions.  That is the
+same result as ``rows JOIN rows ON (band, bucket) AND a.id < b.id`` with one
+shuffle instead of two, and it sees each bucket's size, which is what bounds
+the work:
 
 * singleton buckets produce nothing and are dropped;
 * within a bucket, exact duplicates (same ``text_hash``) collapse to their
