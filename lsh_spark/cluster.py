@@ -89,17 +89,28 @@ def _numbered(batches: Iterator[pa.RecordBatch]
     return (names, pc.index_in(src, names).to_numpy(), pc.index_in(dst, names).to_numpy())
 
 
-def _contract(batches: Iterator[pa.RecordBatch], converge: bool = False
-              ) -> Iterator[pa.RecordBatch]:
-    # One partition of the edge list at a time (bounded by the shuffle partition
-    # size, or by LOCAL_FINISH_EDGES when the whole graph is finished in one task).
+def _local_stars(batches: Iterator[pa.RecordBatch], converge: bool
+                 ) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
+    """One partition's edges -> ``(names, child, parent)`` of :func:`local_roots`
+    (None if empty); ``converge`` runs the sweeps to the end, which leaves stars."""
     numbered = _numbered(batches)
     if numbered is None:
-        return
+        return None
     names, src, dst = numbered
     n = len(names)
     # n + 1 sweeps always converge (labels only fall, one hop per sweep at least).
     child, parent = local_roots(src, dst, n, max_sweeps=n + 1 if converge else MAX_LOCAL_SWEEPS)
+    return names, child, parent
+
+
+def _contract(batches: Iterator[pa.RecordBatch], converge: bool = False
+              ) -> Iterator[pa.RecordBatch]:
+    # One partition of the edge list at a time (bounded by the shuffle partition
+    # size, or by LOCAL_FINISH_EDGES when the whole graph is finished in one task).
+    stars = _local_stars(batches, converge)
+    if stars is None:
+        return
+    names, child, parent = stars
     yield pa.RecordBatch.from_arrays(
         [names.take(pa.array(child)), names.take(pa.array(parent))], names=["src", "dst"])
 
@@ -130,14 +141,11 @@ def finish_in_one_task(edges: DataFrame) -> DataFrame:
 
 
 def _roots_in_one_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    numbered = _numbered(batches)
-    if numbered is None:
+    stars = _local_stars(batches, converge=True)
+    if stars is None:
         return
-    names, src, dst = numbered
-    n = len(names)
-    # n + 1 sweeps always converge (labels only fall, one hop per sweep at least).
-    child, parent = local_roots(src, dst, n, max_sweeps=n + 1)
-    root = np.arange(n)
+    names, child, parent = stars
+    root = np.arange(len(names))
     root[child] = parent
     yield pa.RecordBatch.from_arrays([names, names.take(pa.array(root))], names=["id", "root"])
 

@@ -418,7 +418,7 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
             # Pairs so far join group representatives; give every copy its pairs.
             pairs, seen = observed(
                 dups.expand(found, BROADCAST_ID_ROWS).unionByName(dups.pairs()),
-                **_histogram_metrics(F.least(F.floor(F.col("jaccard") * 20), F.lit(19)), 20),
+                **_histogram_metrics(_twentieth(F.col("jaccard")), 20),
                 exact=F.count(F.when(F.col("jaccard") >= 1.0, 1)))
             out.write(pairs, "pairs")
         finally:
@@ -438,6 +438,11 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         "jaccard_histogram": [{"from": round(b / 20, 2), "pairs": n} for b, n in bins],
         "seconds": timer.seconds,
     }
+
+
+def _twentieth(value: Column) -> Column:
+    """The bin of a value in [0, 1] among 20 of width 0.05 (1.0 in the last)."""
+    return F.least(F.floor(value * 20), F.lit(19))
 
 
 def _histogram_metrics(key: Column, bins: int) -> dict[str, Column]:
@@ -464,7 +469,7 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
     if cfg.method == "simhash":
         key, scale, n_bins = F.col(measure), 1.0, cfg.max_hamming + 1
     elif cfg.method == "hyperplane":
-        key, scale, n_bins = F.least(F.floor(F.col(measure) * 20), F.lit(19)), 20.0, 20
+        key, scale, n_bins = _twentieth(F.col(measure)), 20.0, 20
     else:
         step = float(cfg.max_distance) / 20
         key, scale, n_bins = F.least(F.floor(F.col(measure) / F.lit(step)), F.lit(19)), 1 / step, 20
