@@ -13,7 +13,9 @@ near-duplicates holds 2 million edges but leaves at most 2,000 per partition.
 The loop ends when the edges form stars: every edge points from a node to a
 root, no root has a parent and no node has two parents; then the root is the
 smallest id of its component.  Nothing is collected to the driver but two
-counts per round.
+counts per round.  A graph of up to ``LOCAL_FINISH_EDGES`` edges (after the
+contraction, or known from the start) is finished in one task instead, which
+gives every node its root and its component's size (:func:`component_roots`).
 
 Example
 -------
@@ -103,20 +105,14 @@ def _local_stars(batches: Iterator[pa.RecordBatch], converge: bool
     return names, child, parent
 
 
-def _contract(batches: Iterator[pa.RecordBatch], converge: bool = False
-              ) -> Iterator[pa.RecordBatch]:
-    # One partition of the edge list at a time (bounded by the shuffle partition
-    # size, or by LOCAL_FINISH_EDGES when the whole graph is finished in one task).
-    stars = _local_stars(batches, converge)
+def _contract(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    # One partition of the edge list at a time (bounded by the shuffle partition size).
+    stars = _local_stars(batches, converge=False)
     if stars is None:
         return
     names, child, parent = stars
     yield pa.RecordBatch.from_arrays(
         [names.take(pa.array(child)), names.take(pa.array(parent))], names=["src", "dst"])
-
-
-def _finish(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    return _contract(batches, converge=True)
 
 
 def contract_locally(edges: DataFrame) -> DataFrame:
@@ -129,17 +125,6 @@ def contract_locally(edges: DataFrame) -> DataFrame:
     return edges.mapInArrow(_contract, edges.schema).distinct()
 
 
-def finish_in_one_task(edges: DataFrame) -> DataFrame:
-    """``(src, dst)`` -> star edges ``(member, smallest id of its component)``.
-
-    The whole edge list goes to one task, where label propagation runs to
-    convergence: the result is a star forest by construction (one edge per
-    non-root node, to its root, and no edge from a root), so no star round and
-    no check of it is needed.  For edge lists up to ``LOCAL_FINISH_EDGES``.
-    """
-    return edges.repartition(1).mapInArrow(_finish, edges.schema)
-
-
 def _roots_in_one_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     stars = _local_stars(batches, converge=True)
     if stars is None:
@@ -147,18 +132,22 @@ def _roots_in_one_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordB
     names, child, parent = stars
     root = np.arange(len(names))
     root[child] = parent
-    yield pa.RecordBatch.from_arrays([names, names.take(pa.array(root))], names=["id", "root"])
+    size = np.bincount(root, minlength=len(names))[root]
+    yield pa.RecordBatch.from_arrays([names, names.take(pa.array(root)), pa.array(size)],
+                                     names=["id", "root", "size"])
 
 
 def component_roots(edges: DataFrame) -> DataFrame:
-    """``(src, dst)`` -> ``(id, root)``: every node with its component's smallest node.
+    """``(src, dst)`` -> ``(id, root, size)``: every node with its component's
+    smallest node and its number of nodes.
 
-    The whole edge list goes to one task: for small graphs only (the block
-    graph of one run, bounded by the caller), where the distributed rounds of
-    :func:`connected_components` would cost more in job overhead than in work.
+    The whole edge list goes to one task: for graphs up to ``LOCAL_FINISH_EDGES``
+    edges (the block graph of one run, or a run's verified pairs), where the
+    distributed rounds of :func:`connected_components` would cost more in job
+    overhead than in work.
     """
     field = edges.schema["src"].dataType
-    schema = f"id {field.simpleString()}, root {field.simpleString()}"
+    schema = f"id {field.simpleString()}, root {field.simpleString()}, size long"
     return edges.repartition(1).mapInArrow(_roots_in_one_task, schema)
 
 
@@ -222,21 +211,20 @@ def connected_components(
 
     edges = pairs.select(F.col("id_a").alias("src"), F.col("id_b").alias("dst")).filter(
         F.col("src") != F.col("dst"))
-    stars = False
     if contract and n_edges is not None and n_edges <= LOCAL_FINISH_EDGES:
-        edges, stars = saved(finish_in_one_task(edges)), True
-    elif contract:
+        return _labelled(vertices, component_roots(edges))
+    if contract:
         edges = saved(contract_locally(edges))
         if edges.count() <= LOCAL_FINISH_EDGES:
-            # Small enough for one task: finish every component there, which
-            # leaves stars (the three jobs of the star check are not needed).
-            edges, stars = saved(finish_in_one_task(edges)), True
+            # Small enough for one task: it labels and sizes every component
+            # (no star rounds, no star check, no second pass to count sizes).
+            return _labelled(vertices, component_roots(edges))
     else:
         edges = saved(edges.select(F.greatest("src", "dst").alias("src"),
                                    F.least("src", "dst").alias("dst")).distinct())
     # Every edge list is saved exactly once, when it is made.
     rounds = 0
-    while not stars and not _is_star_forest(edges):
+    while not _is_star_forest(edges):
         if rounds == max_iterations:
             raise ClusteringDidNotConverge(
                 f"connected components did not converge in {max_iterations} rounds; "
@@ -249,6 +237,14 @@ def connected_components(
     )
     sizes = labelled.groupBy("cluster_id").agg(F.count(F.lit(1)).alias("cluster_size"))
     return labelled.join(sizes, "cluster_id").select("id", "cluster_id", "cluster_size")
+
+
+def _labelled(vertices: DataFrame, roots: DataFrame) -> DataFrame:
+    """Vertices labelled from :func:`component_roots` of the graph's edges: a
+    vertex in no edge is a cluster of its own, of size 1."""
+    return vertices.select("id").distinct().join(roots, "id", "left").select(
+        "id", F.coalesce("root", "id").alias("cluster_id"),
+        F.coalesce("size", F.lit(1).cast("long")).alias("cluster_size"))
 
 
 def apply_keep_policy(clusters: DataFrame, docs: DataFrame, policy: str) -> DataFrame:

@@ -135,37 +135,20 @@ def test_dense_family_contracts_to_a_star(spark):
 
 
 def test_component_roots_in_one_task_equal_union_find(spark):
+    # Roots and sizes: connected_components labels and sizes clusters from this
+    # step alone when the graph fits one task (no star rounds, no count pass).
     from lsh_spark.cluster import component_roots
 
     rng = random.Random(8)
     edges = [(rng.randrange(80), rng.randrange(80)) for _ in range(70)]
     edges += [(i, i + 1) for i in range(100, 140)]  # a path needs many sweeps
-    df = spark.createDataFrame(edges, "src long, dst long").repartition(3)
-    got = {r.id: r.root for r in component_roots(df).collect()}
-    nodes = sorted({v for e in edges for v in e})
-    ref = reference_components(nodes, edges)
-    assert got == {v: ref[v][0] for v in nodes}
-
-
-def test_finishing_in_one_task_leaves_a_star_forest(spark):
-    # connected_components skips its star check after this step, so the step
-    # itself must leave stars: one edge per non-root node, to the smallest
-    # node of its component, and no edge out of a root.
-    from lsh_spark.cluster import _is_star_forest, finish_in_one_task
-
-    rng = random.Random(3)
-    edges = [(rng.randrange(90), rng.randrange(90)) for _ in range(80)]
     edges += [(i + 1, i) for i in range(200, 260)]  # a long path, larger ids first
-    df = spark.createDataFrame(edges, "src long, dst long").repartition(4)
-    stars = finish_in_one_task(df)
-    got = {}
-    for r in stars.collect():
-        assert r.src not in got  # one parent per node
-        got[r.src] = r.dst
+    df = spark.createDataFrame(edges, "src long, dst long").repartition(3)
+    rows = component_roots(df).collect()
     nodes = sorted({v for e in edges for v in e})
+    assert sorted(r.id for r in rows) == nodes  # every node once
     ref = reference_components(nodes, edges)
-    assert got == {v: ref[v][0] for v in nodes if ref[v][0] != v}
-    assert _is_star_forest(stars)
+    assert {r.id: (r.root, r.size) for r in rows} == ref
 
 
 def test_known_small_edge_count_goes_straight_to_one_task(spark):
@@ -180,4 +163,4 @@ def test_known_small_edge_count_goes_straight_to_one_task(spark):
     general = connected_components(pairs, vertices, checkpoint=False)
     assert_df_equality(direct, general, ignore_row_order=True, ignore_nullable=True)
     ref = reference_components(ids, edges)
-    assert {r.id: r.cluster_id for r in direct.collect()} == {i: ref[i][0] for i in ids}
+    assert {r.id: (r.cluster_id, r.cluster_size) for r in direct.collect()} == ref
