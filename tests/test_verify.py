@@ -51,6 +51,48 @@ def test_broadcast_and_shuffle_joins_agree(spark):
     assert_df_equality(a, b, ignore_row_order=True)
 
 
+def test_pair_jaccards_equal_python_sets_and_spark(spark):
+    # The numpy pair kernel against set arithmetic and against Spark's own
+    # array_intersect Jaccard (the same doubles, not just close ones): sets of
+    # very different sizes, disjoint and identical sets, negative hashes,
+    # one-element sets, and integer ids.
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    rng = np.random.default_rng(5)
+    pool = rng.integers(-2**63, 2**63 - 1, size=3000, dtype=np.int64)
+    sets = [np.unique(rng.choice(pool, size=int(rng.integers(1, 400)), replace=False))
+            for _ in range(60)]
+    sets += [sets[0].copy(), np.array([7]), np.array([7]), np.array([-5, 9])]
+    pairs = [(i, j) for i in range(len(sets)) for j in range(len(sets))
+             if i < j and (rng.random() < 0.2 or j >= 60)]
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([i for i, _ in pairs], pa.int64()), pa.array([j for _, j in pairs], pa.int64()),
+         pa.array([sets[i].tolist() for i, _ in pairs], pa.list_(pa.int64())),
+         pa.array([sets[j].tolist() for _, j in pairs], pa.list_(pa.int64()))],
+        names=["id_a", "id_b", "shingles_a", "shingles_b"])
+    got = V.pair_jaccards(batch, 0.0)
+    want = {}
+    for i, j in pairs:
+        a, b = set(sets[i].tolist()), set(sets[j].tolist())
+        want[(i, j)] = len(a & b) / (len(a) + len(b) - len(a & b))
+    assert dict(zip(zip(got.column(0).to_pylist(), got.column(1).to_pylist()),
+                    got.column(2).to_pylist())) == want
+    assert max(want.values()) == 1.0 and min(want.values()) == 0.0
+    # The threshold keeps exactly the rows at or above it.
+    some = V.pair_jaccards(batch, 0.3)
+    assert sorted(some.column(2).to_pylist()) == sorted(v for v in want.values() if v >= 0.3)
+    # And Spark's expression gives the same doubles on the same sets.
+    sh = spark.createDataFrame([(k, s.tolist()) for k, s in enumerate(sets)],
+                               "id long, shingles array<bigint>")
+    cands = spark.createDataFrame(pairs, "id_a long, id_b long")
+    spark_j = {(r.id_a, r.id_b): r.j for r in V.join_sides(cands, sh, "shingles").select(
+        "id_a", "id_b", V.jaccard(F.col("shingles_a"), F.col("shingles_b")).alias("j")).collect()}
+    assert spark_j == want
+    via_job = {(r.id_a, r.id_b): r.jaccard for r in verify_pairs(cands, sh, 0.3).collect()}
+    assert via_job == {k: v for k, v in want.items() if v >= 0.3}
+
+
 # -- block verification ------------------------------------------------------------
 def _brute_block(sets, threshold, covered=None):
     out = {}
