@@ -259,6 +259,17 @@ class DuplicateGroups:
                 .select(F.col("rep").alias("id_a"), F.col("id").alias("id_b")))
         return inside.unionByName(star).withColumn(value_col, F.lit(value))
 
+    def copies(self, broadcast_rows: int) -> DataFrame | None:
+        """``(rep, copies)``: every representative of an expanded group with the
+        sorted ids of its group (itself included), or None when no group is
+        expanded; broadcast up to ``broadcast_rows`` member ids, as in :meth:`expand`."""
+        stats = self.stats()
+        if not stats["expanded_documents"]:
+            return None
+        copies = (self._members(bounded=False).groupBy("rep")
+                  .agg(F.array_sort(F.collect_list("id")).alias("copies")))
+        return F.broadcast(copies) if stats["expanded_documents"] <= broadcast_rows else copies
+
     def expand(self, pairs: DataFrame, broadcast_rows: int) -> DataFrame:
         """Pairs of representatives -> the same pairs between all members of their groups.
 

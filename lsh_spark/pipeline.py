@@ -403,7 +403,10 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
             est_bytes = 8 * int(sizes["pair_shingles"] or 0) + 64 * int(sizes["pair_docs"])
             near = verify_pairs(cands, shingles, cfg.threshold,
                                 broadcast=est_bytes <= BROADCAST_SHINGLE_BYTES)
-            found = near
+            # Pairs of representatives; every copy of a text gets its
+            # representative's pairs: near pairs by two joins, block pairs in
+            # the block tasks (no join per block pair).
+            found = dups.expand(near, BROADCAST_ID_ROWS)
             if sizes["block_docs"]:  # no blocks, no second read of shingles/
                 # Read twice (the number of tasks, then the tasks): computed once.
                 groups = block_groups(blocks, memberships, cfg.max_bucket_size,
@@ -414,10 +417,10 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
                                         int(sizes["block_docs"]))
                 found = found.unionByName(verify_blocks(
                     blocks, memberships, member_shingles,
-                    cfg.threshold, cfg.max_bucket_size, groups=groups, work=block_work))
-            # Pairs so far join group representatives; give every copy its pairs.
+                    cfg.threshold, cfg.max_bucket_size, groups=groups, work=block_work,
+                    copies=dups.copies(BROADCAST_ID_ROWS)))
             pairs, seen = observed(
-                dups.expand(found, BROADCAST_ID_ROWS).unionByName(dups.pairs()),
+                found.unionByName(dups.pairs()),
                 **_histogram_metrics(_twentieth(F.col("jaccard")), 20,
                                      first=_twentieth_of(cfg.threshold)),
                 exact=F.count(F.when(F.col("jaccard") >= 1.0, 1)))

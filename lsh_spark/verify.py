@@ -332,8 +332,40 @@ def _verify_block(table: pa.Table, threshold: float) -> pa.Table:
         covered = (keys[smaller], np.bincount(owner, minlength=len(n_keys)))
         i, j, jac = block_pairs(values, lengths, threshold, covered=covered, row_range=rows)
     ids = table.column("id").combine_chunks()
-    return pa.table({"id_a": ids.take(pa.array(i)), "id_b": ids.take(pa.array(j)),
-                     "jaccard": pa.array(jac, pa.float64())}, schema=PAIR_ARROW_SCHEMA)
+    if "copies" in table.column_names and table.column("copies").null_count < table.num_rows:
+        id_a, id_b, jac = expand_copies(ids, table.column("copies").combine_chunks(), i, j, jac)
+    else:
+        id_a, id_b = ids.take(pa.array(i)), ids.take(pa.array(j))
+    return pa.table({"id_a": id_a, "id_b": id_b, "jaccard": pa.array(jac, pa.float64())},
+                    schema=PAIR_ARROW_SCHEMA)
+
+
+def expand_copies(ids: pa.Array, copies: pa.Array, i: np.ndarray, j: np.ndarray,
+                  jac: np.ndarray) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """Pairs of block members ``(i, j, jac)`` -> the same pairs between every copy.
+
+    ``copies``: per member, the ids of all documents with its text (itself
+    included; see :meth:`lsh_spark.candidates.DuplicateGroups.copies`), null for
+    a member with no copy.  A pair of members with ``c_i`` and ``c_j`` copies
+    becomes ``c_i * c_j`` pairs with the same Jaccard, each ordered so that
+    ``id_a < id_b`` (Arrow compares strings bytewise, as Spark does): what
+    :meth:`~lsh_spark.candidates.DuplicateGroups.expand` does with two joins
+    per pair row, here in numpy inside the block task.
+    """
+    singles = pa.ListArray.from_arrays(pa.array(np.arange(len(ids) + 1, dtype=np.int32)), ids)
+    names = pc.coalesce(copies.cast(singles.type), singles)
+    n = pc.list_value_length(names).to_numpy(zero_copy_only=False).astype(np.int64)
+    off = np.zeros(len(n) + 1, dtype=np.int64)
+    np.cumsum(n, out=off[1:])
+    flat = pc.list_flatten(names)
+    m = n[i] * n[j]
+    pair = np.repeat(np.arange(len(i)), m)
+    t = np.arange(int(m.sum())) - np.repeat(np.cumsum(m) - m, m)
+    width = n[j][pair]
+    a = flat.take(pa.array(off[i][pair] + t // width))
+    b = flat.take(pa.array(off[j][pair] + t % width))
+    first = pc.less(a, b)
+    return pc.if_else(first, a, b), pc.if_else(first, b, a), jac[pair]
 
 
 def block_memberships(blocks: DataFrame) -> DataFrame:
@@ -443,7 +475,8 @@ def share_slots(split: DataFrame, n: int) -> DataFrame:
 
 def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame,
                   threshold: float, max_group_size: int, groups: DataFrame | None = None,
-                  work: dict[str, int] | None = None) -> DataFrame:
+                  work: dict[str, int] | None = None, copies: DataFrame | None = None
+                  ) -> DataFrame:
     """``(block, ids)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
 
     Each group of blocks (see :func:`block_groups`; pass ``groups`` to reuse a
@@ -453,7 +486,10 @@ def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame
     ``PAIRS_PER_TASK`` pairs goes to several tasks, each with all its members
     and a contiguous share of its rows.  Every pair of members of some block is
     checked and emitted exactly once.  Starts one small job (:func:`block_work`)
-    unless its result is passed as ``work``.
+    unless its result is passed as ``work``.  ``copies``: ``(rep, copies)`` of
+    :meth:`lsh_spark.candidates.DuplicateGroups.copies`; a member with copies
+    then has its pairs given to every copy in the block task
+    (:func:`expand_copies`).
     """
     if groups is None:
         groups = block_groups(blocks, memberships, max_group_size)
@@ -463,6 +499,8 @@ def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame
     rows = (groups.join(memberships, "id")
             .join(shingles.select("id", "shingles"), "id")
             .select("group", "merged", "id", "shingles", "in_blocks"))
+    if copies is not None:
+        rows = rows.join(copies.withColumnRenamed("rep", "id"), "id", "left")
 
     def verified(df: DataFrame, key: list[str]) -> DataFrame:
         return df.groupBy(*key).applyInArrow(lambda _, t: _verify_block(t, threshold),

@@ -216,6 +216,35 @@ def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group
     assert len(want) > 200
 
 
+@pytest.mark.parametrize("pairs_per_task", [1 << 20, 60])
+def test_block_tasks_give_copies_the_pairs_the_joins_give(spark, monkeypatch, pairs_per_task):
+    # Members with identical texts: the block tasks expand each pair to every
+    # copy (expand_copies) and must give what DuplicateGroups.expand gives by
+    # joins: the same pairs, ordered id_a < id_b, with the same Jaccard.
+    from lsh_spark.candidates import DuplicateGroups
+
+    monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
+    sets, _ = _family(4, n=30)
+    ids = [f"d{i:03d}" for i in range(len(sets))]
+    # Copies sort before, between and after their representative's id.
+    extra = {"d003": ["a003", "d003x"], "d010": ["d010a"], "d017": ["c017", "e017", "z017"]}
+    docs = [(i, bytes([k % 256, k // 256]) * 8) for k, i in enumerate(ids)]
+    docs += [(c, dict(docs)[rep]) for rep, cs in extra.items() for c in cs]
+    sigs = spark.createDataFrame(docs, "id string, text_hash binary")
+    dups = DuplicateGroups(sigs, max_group=1000)
+    assert dups.stats()["expanded_documents"] == 9
+    sh = spark.createDataFrame(list(zip(ids, [sorted(s) for s in sets])),
+                               "id string, shingles array<bigint>")
+    blocks = spark.createDataFrame([(5, ids)], "block bigint, ids array<string>")
+    memberships = V.block_memberships(blocks)
+    got = V.verify_blocks(blocks, memberships, sh, 0.5, 1000, copies=dups.copies(1000))
+    plain = V.verify_blocks(blocks, memberships, sh, 0.5, 1000)
+    want = dups.expand(plain, 1000)
+    assert got.count() > plain.count() > 0
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    assert got.filter("id_a >= id_b").count() == 0
+
+
 @pytest.mark.parametrize("sizes", [[3, 5, 4], [1, 1], [37]])
 def test_share_slots_give_every_share_its_own_partition(spark, sizes):
     """Hash-partitioned on their slot, n shares fill exactly n partitions, one each."""
