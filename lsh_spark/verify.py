@@ -107,8 +107,9 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
     each pair is computed in numpy over Arrow batches (:func:`pair_jaccards`):
     the shingle sets are sorted, so a binary search of the smaller set in the
     larger counts the intersection.  Spark's ``array_intersect`` builds a hash
-    set per pair instead, which took about three times the CPU on a 41k-document
-    corpus (its generated code also boxes every element until the JIT warms up).
+    set per pair instead (its generated code also boxes every element until the
+    JIT warms up): 1.6-1.8 s against 1.0-1.3 s for the 18,870 pair rows of a
+    41k-document corpus, verified and written.
     """
     needed = shingles.select("id", "shingles")
     if broadcast:
