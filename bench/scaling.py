@@ -118,7 +118,7 @@ def run_one(args: argparse.Namespace, n: int, share: float) -> dict:
         "bounded_buckets": buckets["bounded_buckets"], "blocks": buckets.get("blocks"),
         "template_documents": n_template,
         "template_largest_cluster_share": template_clustering(out, n_template),
-        "peak_rss_mib": m["peak_rss_mib"],
+        "peak_mem_mib": m["peak_mem_mib"],
     }
     print(json.dumps(row), flush=True)
     return row
@@ -140,14 +140,14 @@ def main() -> None:
 
     print("| documents | template share | wall s | " + " | ".join(STAGES)
           + " | ms/doc | candidate pairs | verified pairs | planted recall "
-            "| candidates per true pair | peak RSS MiB |")
+            "| candidates per true pair | peak memory MiB |")
     print("|" + "---|" * (len(STAGES) + 9))
     for r in rows:
         st = " | ".join(f"{r['stage_seconds'][s]:.1f}" for s in STAGES)
         print(f"| {r['documents']} | {r['template_share']:g} | {r['wall_seconds']} | {st} "
               f"| {r['ms_per_document']} | {r['candidate_pairs']} | {r['verified_pairs']} "
               f"| {r['planted_recall']} | {r['candidates_per_planted_true_pair']} "
-              f"| {r['peak_rss_mib']} |")
+              f"| {r['peak_mem_mib']} |")
     ratios = {}
     by_share = defaultdict(list)
     for r in rows:
