@@ -263,12 +263,17 @@ class DuplicateGroups:
         """``(rep, copies)``: every representative of an expanded group with the
         sorted ids of its group (itself included), or None when no group is
         expanded; broadcast up to ``broadcast_rows`` member ids, as in :meth:`expand`."""
-        stats = self.stats()
-        if not stats["expanded_documents"]:
+        if not self.stats()["expanded_documents"]:
             return None
-        copies = (self._members(bounded=False).groupBy("rep")
-                  .agg(F.array_sort(F.collect_list("id")).alias("copies")))
-        return F.broadcast(copies) if stats["expanded_documents"] <= broadcast_rows else copies
+        return self._broadcast_if_small(
+            self._members(bounded=False).groupBy("rep")
+            .agg(F.array_sort(F.collect_list("id")).alias("copies")), broadcast_rows)
+
+    def _broadcast_if_small(self, table: DataFrame, broadcast_rows: int) -> DataFrame:
+        """``table`` (one of the expanded groups' member tables) with a broadcast
+        hint when those groups hold at most ``broadcast_rows`` documents."""
+        small = self.stats()["expanded_documents"] <= broadcast_rows
+        return F.broadcast(table) if small else table
 
     def expand(self, pairs: DataFrame, broadcast_rows: int) -> DataFrame:
         """Pairs of representatives -> the same pairs between all members of their groups.
@@ -278,12 +283,10 @@ class DuplicateGroups:
         members of expandable groups are broadcast when there are at most
         ``broadcast_rows`` of them; without any, ``pairs`` comes back unchanged.
         """
-        stats = self.stats()
-        if not stats["expanded_documents"]:
+        if not self.stats()["expanded_documents"]:
             return pairs
-        members = self._members(bounded=False).select("rep", "id")
-        if stats["expanded_documents"] <= broadcast_rows:
-            members = F.broadcast(members)
+        members = self._broadcast_if_small(self._members(bounded=False).select("rep", "id"),
+                                           broadcast_rows)
         rest = [c for c in pairs.columns if c not in ("id_a", "id_b")]
         x, y = F.coalesce("x", "id_a"), F.coalesce("y", "id_b")
         return (pairs
