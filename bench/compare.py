@@ -107,6 +107,12 @@ def main() -> None:
     p.add_argument("--mllib-tables", type=int, default=3)
     p.add_argument("--max-bucket-size", type=int, default=None,
                    help="passed to lsh-spark (default: its own default)")
+    # Recall is counted over the pairs each system lists, and the peers list
+    # every pair they verify: so does lsh-spark here, unless told otherwise.
+    p.add_argument("--max-family-size", type=int, default=None,
+                   help="passed to lsh-spark (default: the corpus size, so that no "
+                        "family is written as a spanning forest and pairs/ lists every "
+                        "verified pair)")
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -123,6 +129,7 @@ def main() -> None:
                             "--output", out, "--threshold", str(args.threshold)]
             if args.max_bucket_size:
                 cmd += ["--max-bucket-size", str(args.max_bucket_size)]
+            cmd += ["--max-family-size", str(args.max_family_size or max(n_docs, 2))]
         elif system == "mllib":
             cmd = submit + [os.path.join(HERE, "peer_mllib.py"), "--corpus", args.corpus,
                             "--out", out, "--threshold", str(args.threshold),

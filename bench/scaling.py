@@ -116,6 +116,8 @@ def run_one(args: argparse.Namespace, n: int, share: float) -> dict:
         "candidates_per_planted_true_pair": round(counts["candidate_pairs"] / max(len(truth), 1),
                                                   2),
         "bounded_buckets": buckets["bounded_buckets"], "blocks": buckets.get("blocks"),
+        "forest_families": report["block_verification"]["forest_families"],
+        "forest_family_documents": report["block_verification"]["forest_family_documents"],
         "template_documents": n_template,
         "template_largest_cluster_share": template_clustering(out, n_template),
         "peak_mem_mib": m["peak_mem_mib"],
@@ -140,13 +142,16 @@ def main() -> None:
 
     print("| documents | template share | wall s | " + " | ".join(STAGES)
           + " | ms/doc | candidate pairs | verified pairs | planted recall "
-            "| candidates per true pair | peak memory MiB |")
-    print("|" + "---|" * (len(STAGES) + 9))
+            "| candidates per true pair | bounded buckets | families as forests (documents) "
+            "| peak memory MiB |")
+    print("|" + "---|" * (len(STAGES) + 11))
     for r in rows:
         st = " | ".join(f"{r['stage_seconds'][s]:.1f}" for s in STAGES)
         print(f"| {r['documents']} | {r['template_share']:g} | {r['wall_seconds']} | {st} "
               f"| {r['ms_per_document']} | {r['candidate_pairs']} | {r['verified_pairs']} "
               f"| {r['planted_recall']} | {r['candidates_per_planted_true_pair']} "
+              f"| {r['bounded_buckets']} "
+              f"| {r['forest_families']} ({r['forest_family_documents']}) "
               f"| {r['peak_mem_mib']} |")
     ratios = {}
     by_share = defaultdict(list)

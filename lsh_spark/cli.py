@@ -50,6 +50,10 @@ _HELP = {
     "block_min_size": "buckets with at least this many members (and at most "
                       "--max-bucket-size) are verified as one block by a matrix product "
                       "instead of pair by pair (default: 32)",
+    "max_family_size": "a family of large buckets (connected blocks) with more members "
+                       "writes only a spanning forest of its verified pairs to pairs/: "
+                       "every pair is still checked and the clusters are the same "
+                       "(default: 3000)",
     "max_text_chars": "documents longer than this many characters are rejected "
                       "(default: 20000000)",
     "max_cc_iterations": "round limit of the connected-components loop (default: 64)",
@@ -78,7 +82,7 @@ _TYPES = {
     "threshold": dict(type=float), "target_recall": dict(type=float),
     "num_perm": dict(type=int), "bands": dict(type=int), "rows": dict(type=int),
     "k": dict(type=int), "seed": dict(type=int), "max_bucket_size": dict(type=int),
-    "block_min_size": dict(type=int), "method": dict(choices=METHODS),
+    "block_min_size": dict(type=int), "max_family_size": dict(type=int), "method": dict(choices=METHODS),
     "max_hamming": dict(type=int), "simhash_blocks": dict(type=int),
     "simhash_weight": dict(choices=SIMHASH_WEIGHTS), "verify_jaccard": dict(action="store_true"),
     "max_distance": dict(type=float), "bucket_width": dict(type=float),

@@ -74,6 +74,41 @@ def local_roots(src: np.ndarray, dst: np.ndarray, n: int,
     return child, parent
 
 
+def spanning_forest(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """Edges on nodes ``0..n-1`` -> the positions of a spanning forest among them.
+
+    The chosen edges connect exactly what all edges connect, with no cycle (at
+    most ``n - 1``): Borůvka's rounds, where every component takes its incident
+    edge of the smallest position (distinct weights, so the choices never close
+    a cycle) and the components joined by the chosen edges merge
+    (:func:`local_roots`).  Each round at least halves the components.  The
+    result depends only on the edges and their order, so a re-run chooses the
+    same forest.
+    """
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    label = np.arange(n, dtype=np.int64)
+    edge = np.arange(len(src), dtype=np.int64)
+    none = len(src)
+    chosen = []
+    while len(edge):
+        ls, ld = label[src[edge]], label[dst[edge]]
+        between = ls != ld
+        edge, ls, ld = edge[between], ls[between], ld[between]
+        if not len(edge):
+            break
+        first = np.full(n, none, dtype=np.int64)
+        np.minimum.at(first, ls, edge)
+        np.minimum.at(first, ld, edge)
+        pick = np.unique(first[first < none])
+        chosen.append(pick)
+        child, parent = local_roots(label[src[pick]], label[dst[pick]], n, max_sweeps=n + 1)
+        merged = np.arange(n, dtype=np.int64)
+        merged[child] = parent
+        label = merged[label]
+    return np.sort(np.concatenate(chosen)) if chosen else np.empty(0, dtype=np.int64)
+
+
 def _numbered(batches: Iterator[pa.RecordBatch]
               ) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
     """One partition's edges as node numbers: ``(names, src, dst)``, or None if empty.

@@ -65,6 +65,7 @@ class DedupConfig:
     keep: str = "min-id"
     max_bucket_size: int = 5000
     block_min_size: int = 32
+    max_family_size: int = 3000
     max_text_chars: int = 20_000_000
     max_cc_iterations: int = 64
     checkpoint_dir: str | None = None
@@ -115,6 +116,8 @@ class DedupConfig:
             raise bad("max_bucket_size", "an integer >= 2", self.max_bucket_size)
         if not _is_int(self.block_min_size) or self.block_min_size < 2:
             raise bad("block_min_size", "an integer >= 2", self.block_min_size)
+        if not _is_int(self.max_family_size) or self.max_family_size < 2:
+            raise bad("max_family_size", "an integer >= 2", self.max_family_size)
         if not _is_int(self.max_text_chars) or self.max_text_chars < 1:
             raise bad("max_text_chars", "a positive integer", self.max_text_chars)
         if not _is_int(self.max_cc_iterations) or self.max_cc_iterations < 1:

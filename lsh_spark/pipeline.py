@@ -410,7 +410,8 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
             if sizes["block_docs"]:  # no blocks, no second read of shingles/
                 # Read twice (the number of tasks, then the tasks): computed once.
                 groups = block_groups(blocks, memberships, cfg.max_bucket_size,
-                                      n_edges=int(sizes["block_edges"])).persist(
+                                      n_edges=int(sizes["block_edges"]),
+                                      max_family_size=cfg.max_family_size).persist(
                     StorageLevel.MEMORY_AND_DISK)
                 block_work = verify_module.block_work(groups)
                 member_shingles = _only(all_shingles, memberships.select("id"),
@@ -437,7 +438,7 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
     return {
         "counts": {"verified_pairs": sum(n for _, n in bins),
                    "pairs_with_jaccard_1": int(seen.get["exact"])},
-        "block_verification": block_work,
+        "block_verification": {**block_work, "max_family_size": cfg.max_family_size},
         "exact_duplicates": dups.stats(),
         "jaccard_histogram": [{"from": round(b / 20, 2), "pairs": n} for b, n in bins],
         "seconds": timer.seconds,

@@ -23,6 +23,7 @@ Example
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,8 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from lsh_spark.cluster import spanning_forest
 
 # Cells of a dense block matrix (documents x shingles) evaluated at a time:
 # 4M cells (16 MiB of float32), whatever the block's shape.
@@ -302,6 +305,57 @@ def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
     return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_s)
 
 
+def _take_members(values: np.ndarray, lengths: np.ndarray, order: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Flattened per-member lists ``(values, lengths)`` with the members in ``order``."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    new_lengths = lengths[order]
+    new_starts = np.concatenate([[0], np.cumsum(new_lengths)[:-1]])
+    shift = np.repeat(starts[order] - new_starts, new_lengths)
+    return values[np.arange(int(new_lengths.sum())) + shift], new_lengths
+
+
+def block_forest(values: np.ndarray, lengths: np.ndarray, threshold: float,
+                 covered: tuple[np.ndarray, np.ndarray] | None = None,
+                 required: tuple[np.ndarray, np.ndarray] | None = None,
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A spanning forest of :func:`block_pairs`: a subset of its pairs, with
+    their Jaccard, that connects exactly what all of them connect.
+
+    Member 0's pairs are computed first; with them, every member they reach is
+    connected to member 0, so a pair between two such members changes no
+    component.  The other pairs all involve a member that member 0 did not
+    reach, so only those members' rows are computed (against every member).
+    A template family, where nearly every pair is above the threshold, costs
+    about ``n`` Jaccard values instead of ``n (n - 1) / 2``; a family that
+    member 0 reaches little costs up to the whole block, never more.  The
+    result depends only on the members and their order.
+    """
+    n = len(lengths)
+    i, j, jac = block_pairs(values, lengths, threshold, covered, required, row_range=(0, min(1, n)))
+    reached = np.zeros(n, dtype=bool)
+    reached[:1] = True
+    reached[j] = True
+    rest = np.flatnonzero(~reached)
+    if len(rest):
+        # The members not reached first (as rows 0..r-1), then the others.
+        order = np.concatenate([rest, np.flatnonzero(reached)])
+
+        def reordered(lists: tuple[np.ndarray, np.ndarray] | None):
+            return None if lists is None else _take_members(*lists, order)
+
+        ri, rj, rjac = block_pairs(*_take_members(values, lengths, order), threshold,
+                                   reordered(covered), reordered(required),
+                                   row_range=(0, len(rest)))
+        a, b = order[ri], order[rj]
+        i = np.concatenate([i, np.minimum(a, b)])
+        j = np.concatenate([j, np.maximum(a, b)])
+        jac = np.concatenate([jac, rjac])
+    forest = spanning_forest(i, j, n)
+    return i[forest], j[forest], jac[forest]
+
+
 def _list_parts(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
@@ -323,16 +377,23 @@ def _verify_block(table: pa.Table, threshold: float) -> pa.Table:
     if table.column("merged")[0].as_py():
         # A merged group holds every block its members are in: check all its
         # pairs in one product, emit those that share a block.
-        i, j, jac = block_pairs(values, lengths, threshold, required=(keys, n_keys),
-                                row_range=rows)
+        which = {"required": (keys, n_keys)}
     else:
         # One block of an oversized group: pairs whose members also share a
         # block with a smaller key are emitted there.
         smaller = keys < group
         owner = np.repeat(np.arange(len(n_keys)), n_keys)[smaller]
-        covered = (keys[smaller], np.bincount(owner, minlength=len(n_keys)))
-        i, j, jac = block_pairs(values, lengths, threshold, covered=covered, row_range=rows)
+        which = {"covered": (keys[smaller], np.bincount(owner, minlength=len(n_keys)))}
     ids = table.column("id").combine_chunks()
+    if table.column("bounded")[0].as_py():
+        # A family above --max-family-size (one task per group, see
+        # block_tasks): a spanning forest of its pairs, the same clusters with
+        # at most n - 1 pairs.  Copies of a member are joined to it by their
+        # own pairs of identical texts.
+        i, j, jac = block_forest(values, lengths, threshold, **which)
+        return pa.table({"id_a": ids.take(pa.array(i)), "id_b": ids.take(pa.array(j)),
+                         "jaccard": pa.array(jac, pa.float64())}, schema=PAIR_ARROW_SCHEMA)
+    i, j, jac = block_pairs(values, lengths, threshold, row_range=rows, **which)
     if "copies" in table.column_names and table.column("copies").null_count < table.num_rows:
         id_a, id_b, jac = expand_copies(ids, table.column("copies").combine_chunks(), i, j, jac)
     else:
@@ -383,8 +444,10 @@ def drop_block_pairs(candidates: DataFrame, memberships: DataFrame) -> DataFrame
 
 
 def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
-                 n_edges: int | None = None) -> DataFrame:
-    """``(id, group, merged)``: which task verifies each block member.
+                 n_edges: int | None = None, max_family_size: int | None = None
+                 ) -> DataFrame:
+    """``(id, group, merged, family, family_size, bounded)``: which task verifies
+    each block member, and whether its family's pairs are bounded.
 
     Blocks that share members (the bands of one template family give dozens of
     nearly equal member sets) are joined into one group when the group has at
@@ -393,6 +456,12 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
     a member then sits in several groups and each pair goes to the smallest
     block holding it.  ``n_edges``: the total of ``size(in_blocks)`` over
     ``memberships``, counted here when not given.
+
+    A *family* is a connected set of blocks (``family`` is its smallest block
+    key, ``family_size`` its members).  A family of more than
+    ``max_family_size`` members (None: no bound) is ``bounded``: its tasks
+    still compute every pair but write only a spanning forest of those at or
+    above the threshold (see :func:`_verify_block`).
     """
     from lsh_spark.cluster import LOCAL_FINISH_EDGES, component_roots, connected_components
 
@@ -410,46 +479,70 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
         root = comps.select(F.col("id").alias("block"), F.col("cluster_id").alias("root"))
     member_root = memberships.select("id", F.element_at("in_blocks", 1).alias("block")).join(
         root, "block")
-    small = (member_root.groupBy("root").agg(F.count(F.lit(1)).alias("n"))
-             .filter(F.col("n") <= max_size).select("root"))
-    merged = member_root.join(small, "root").select(
-        "id", F.col("root").alias("group"), F.lit(True).alias("merged"))
+    families = member_root.groupBy("root").agg(F.count(F.lit(1)).alias("family_size"))
+    small = F.col("family_size") <= max_size
+    bounded = (F.lit(False) if max_family_size is None
+               else F.col("family_size") > max_family_size).alias("bounded")
+    family = [F.col("root").alias("family"), "family_size", bounded]
+    merged = member_root.join(families.filter(small), "root").select(
+        "id", F.col("root").alias("group"), F.lit(True).alias("merged"), *family)
     split = (blocks.select("block", F.explode("ids").alias("id")).join(root, "block")
-             .join(small, "root", "left_anti")
-             .select("id", F.col("block").alias("group"), F.lit(False).alias("merged")))
+             .join(families.filter(~small), "root")
+             .select("id", F.col("block").alias("group"), F.lit(False).alias("merged"),
+                     *family))
     return merged.unionByName(split)
 
 
 def block_tasks(groups: DataFrame) -> DataFrame:
-    """``(id, group, merged) -> (group, n, parts, part)``: one row per verification task.
+    """:func:`block_groups` -> ``(group, n, parts, part, family, family_size,
+    bounded)``: one row per verification task.
 
     A group of ``n`` members gets ``ceil(n (n - 1) / 2 / PAIRS_PER_TASK)`` tasks
-    (at most ``n``); one row per task, so the table grows with the block groups,
-    not with the documents.
+    (at most ``n``), a group of a bounded family one; one row per task, so the
+    table grows with the block groups, not with the documents.
     """
     n = F.col("n").cast("long")
-    return (groups.groupBy("group").agg(F.count(F.lit(1)).alias("n"))
-            .select("group", "n", F.least(n, F.greatest(F.lit(1), F.ceil(
-                n * (n - 1) / 2 / F.lit(PAIRS_PER_TASK)))).cast("int").alias("parts"))
+    # A group lies inside one family: the maxima are its family's values.
+    family = ["family", "family_size", "bounded"]
+    # A bounded family's group is one task: it computes about n pairs (see
+    # block_forest), and every share would receive all n members.
+    parts = F.when(F.col("bounded"), F.lit(1)).otherwise(F.least(n, F.greatest(F.lit(1), F.ceil(
+        n * (n - 1) / 2 / F.lit(PAIRS_PER_TASK)))))
+    return (groups.groupBy("group").agg(F.count(F.lit(1)).alias("n"),
+                                        *[F.max(c).alias(c) for c in family])
+            .select("group", "n", parts.cast("int").alias("parts"), *family)
             .select("group", "n", "parts",
-                    F.explode(F.sequence(F.lit(0), F.col("parts") - 1)).alias("part")))
+                    F.explode(F.sequence(F.lit(0), F.col("parts") - 1)).alias("part"),
+                    *family))
 
 
-def block_work(groups: DataFrame | None) -> dict[str, int]:
+def block_work(groups: DataFrame | None, top: int = 10) -> dict[str, Any]:
     """How block verification is shared out: groups, tasks, split groups and their
-    tasks, the largest group (one small aggregation over :func:`block_tasks`;
-    all zero without ``groups``)."""
+    tasks, the largest group, and the families bounded to a spanning forest
+    (how many, their members, the ``top`` largest as ``{family, size}``); one
+    small aggregation over :func:`block_tasks`, all zero without ``groups``."""
     if groups is None:
         return {"groups": 0, "tasks": 0, "split_groups": 0, "split_tasks": 0,
-                "largest_group": 0, "pairs_per_task": PAIRS_PER_TASK}
+                "largest_group": 0, "pairs_per_task": PAIRS_PER_TASK,
+                "forest_families": 0, "forest_family_documents": 0,
+                "largest_forest_families": []}
+    fam = F.when(F.col("bounded"), F.struct(F.col("family_size").alias("size"),
+                                            F.col("family").alias("family")))
     row = (block_tasks(groups).filter(F.col("part") == 0)
            .agg(F.count(F.lit(1)).alias("groups"), F.sum("parts").alias("tasks"),
                 F.count(F.when(F.col("parts") > 1, 1)).alias("split"),
                 F.sum(F.when(F.col("parts") > 1, F.col("parts"))).alias("split_tasks"),
-                F.max("n").alias("largest")).first())
+                F.max("n").alias("largest"),
+                # One entry per bounded family (a split one has a group per block).
+                F.array_sort(F.collect_set(fam)).alias("bounded")).first())
+    bounded = row["bounded"] or []
     return {"groups": int(row["groups"]), "tasks": int(row["tasks"] or 0),
             "split_groups": int(row["split"]), "split_tasks": int(row["split_tasks"] or 0),
-            "largest_group": int(row["largest"] or 0), "pairs_per_task": PAIRS_PER_TASK}
+            "largest_group": int(row["largest"] or 0), "pairs_per_task": PAIRS_PER_TASK,
+            "forest_families": len(bounded),
+            "forest_family_documents": sum(int(b["size"]) for b in bounded),
+            "largest_forest_families": [{"family": b["family"], "size": int(b["size"])}
+                                         for b in bounded[::-1][:top]]}
 
 
 def share_slots(split: DataFrame, n: int) -> DataFrame:
@@ -476,8 +569,8 @@ def share_slots(split: DataFrame, n: int) -> DataFrame:
 
 def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame,
                   threshold: float, max_group_size: int, groups: DataFrame | None = None,
-                  work: dict[str, int] | None = None, copies: DataFrame | None = None
-                  ) -> DataFrame:
+                  work: dict[str, Any] | None = None, copies: DataFrame | None = None,
+                  max_family_size: int | None = None) -> DataFrame:
     """``(block, ids)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
 
     Each group of blocks (see :func:`block_groups`; pass ``groups`` to reuse a
@@ -490,16 +583,19 @@ def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame
     unless its result is passed as ``work``.  ``copies``: ``(rep, copies)`` of
     :meth:`lsh_spark.candidates.DuplicateGroups.copies`; a member with copies
     then has its pairs given to every copy in the block task
-    (:func:`expand_copies`).
+    (:func:`expand_copies`).  ``max_family_size`` (used when ``groups`` is not
+    given): a larger family's tasks emit a spanning forest of its pairs
+    instead of all of them (see :func:`block_groups`).
     """
     if groups is None:
-        groups = block_groups(blocks, memberships, max_group_size)
+        groups = block_groups(blocks, memberships, max_group_size,
+                              max_family_size=max_family_size)
     if work is None:
         work = block_work(groups)
     tasks = block_tasks(groups)
     rows = (groups.join(memberships, "id")
             .join(shingles.select("id", "shingles"), "id")
-            .select("group", "merged", "id", "shingles", "in_blocks"))
+            .select("group", "merged", "bounded", "id", "shingles", "in_blocks"))
     if copies is not None:
         rows = rows.join(copies.withColumnRenamed("rep", "id"), "id", "left")
 

@@ -119,6 +119,34 @@ def test_local_roots_preserve_components(sweeps):
         assert len(a) < n  # at most one edge per non-root node
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_spanning_forest_keeps_the_components_with_no_cycle(seed):
+    """A subset of the edges, n - (components) of them, connecting what all edges connect."""
+    from lsh_spark.cluster import spanning_forest
+
+    rng = np.random.default_rng(seed)
+    n = 500
+    # A dense family, a long path in reverse order, a star, random sparse
+    # edges, repeated edges, self-loops and isolated nodes.
+    a, b = np.triu_indices(80, 1)
+    keep = rng.random(len(a)) < 0.6
+    path = np.arange(100, 250)[::-1]
+    src = np.concatenate([a[keep], path[:-1], np.full(40, 260), rng.integers(310, 450, 90),
+                          [5, 5, 470]])
+    dst = np.concatenate([b[keep], path[1:], np.arange(261, 301), rng.integers(310, 450, 90),
+                          [6, 6, 470]])
+    order = rng.permutation(len(src))
+    src, dst = src[order], dst[order]
+    forest = spanning_forest(src, dst, n)
+    assert np.all(np.diff(forest) > 0) and forest.max() < len(src)
+    want = _components(n, src, dst)
+    assert _same_partition(_components(n, src[forest], dst[forest]), want)
+    # No cycle: a forest on n nodes with c components has n - c edges.
+    assert len(forest) == n - len(set(want))
+    assert np.array_equal(spanning_forest(src, dst, n), forest)  # same edges, same forest
+    assert len(spanning_forest(src[:0], dst[:0], n)) == 0
+
+
 def test_dense_family_contracts_to_a_star(spark):
     from lsh_spark.cluster import contract_locally
 

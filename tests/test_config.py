@@ -28,6 +28,8 @@ def test_defaults_choose_recall_biased_bands():
         ({"seed": -1}, "--seed"),
         ({"id_col": "text"}, "--id-col"),
         ({"max_bucket_size": 1}, "--max-bucket-size"),
+        ({"max_family_size": 1}, "--max-family-size"),
+        ({"max_family_size": 2.5}, "--max-family-size"),
     ],
 )
 def test_invalid_values_name_the_option(kwargs, flag):

@@ -167,3 +167,22 @@ def test_block_verification_gives_the_same_pairs(spark, planted, result, tmp_pat
         assert work["split_groups"] > 0 and work["tasks"] > work["groups"]
     else:
         assert work["split_groups"] == 0 and work["tasks"] == work["groups"]
+
+
+def test_families_above_the_bound_keep_their_clusters(spark, planted, result, tmp_path):
+    """--max-family-size: pairs/ holds a spanning forest of each larger family;
+    clusters/ is the same as when every pair is written."""
+    path, _, _ = planted
+    _, pairs, clusters, _ = result
+    out = str(tmp_path / "forest")
+    report = run_dedup(spark, path, out, DedupConfig(threshold=THRESHOLD, block_min_size=2,
+                                                     max_family_size=2))
+    got = {(r.id_a, r.id_b): r.jaccard for r in spark.read.parquet(out + "/pairs").collect()}
+    assert set(got) < set(pairs) and all(pairs[p] == v for p, v in got.items())
+    assert report["counts"]["verified_pairs"] == len(got)
+    work = report["block_verification"]
+    assert work["max_family_size"] == 2 and work["forest_families"] > 20
+    assert work["forest_family_documents"] >= 3 * work["forest_families"]
+    sizes = [f["size"] for f in work["largest_forest_families"]]
+    assert sizes == sorted(sizes, reverse=True) and len(sizes) == 10 and sizes[-1] >= 3
+    assert {r.id: r for r in spark.read.parquet(out + "/clusters").collect()} == clusters

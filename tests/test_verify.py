@@ -157,6 +157,36 @@ def test_row_ranges_split_the_pairs_evenly(n, parts):
         assert max(share) - min(share) <= n
 
 
+@pytest.mark.parametrize("seed", [3, 4])
+def test_block_forest_connects_what_block_pairs_connect(seed):
+    """A subset of the block's pairs with the same values and components, no cycle.
+
+    The tiny members and a second family appended to the first are not reached
+    by member 0, so their rows are computed too; shuffled, member 0 is someone else.
+    """
+    from reference import reference_components
+
+    sets, covered = _family(seed, n=50)
+    other, _ = _family(seed + 10, n=20)
+    sets += other[:20]
+    covered += [{9}] * 20
+    rng = np.random.default_rng(seed)
+    for order in (np.arange(len(sets)), rng.permutation(len(sets))):
+        s = [sets[k] for k in order]
+        keys = _flat([covered[k] or set() for k in order])
+        values, lengths = _flat(s)
+        n = len(s)
+        for kw in ({}, {"covered": keys}, {"required": keys}):
+            i, j, jac = V.block_pairs(values, lengths, 0.5, **kw)
+            fi, fj, fjac = V.block_forest(values, lengths, 0.5, **kw)
+            full = dict(zip(zip(i.tolist(), j.tolist()), jac.tolist()))
+            got = dict(zip(zip(fi.tolist(), fj.tolist()), fjac.tolist()))
+            assert len(got) == len(fi) and all(full[p] == v for p, v in got.items())
+            want = reference_components(range(n), list(zip(i.tolist(), j.tolist())))
+            assert reference_components(range(n), list(zip(fi.tolist(), fj.tolist()))) == want
+            assert len(fi) == n - len({root for root, _ in want.values()}) < len(full) / 3
+
+
 @pytest.mark.parametrize("parts,cells", [(2, 1 << 22), (5, 1 << 22), (63, 1 << 22), (5, 37)])
 def test_block_pairs_by_row_range_add_up_to_the_whole_block(monkeypatch, parts, cells):
     """Shares of a block, with or without chunked columns, make exactly the whole block."""
@@ -214,6 +244,46 @@ def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group
     want = {(r.id_a, r.id_b): r.jaccard for r in V.verify_pairs(everything, sh, 0.5).collect()}
     assert {(r.id_a, r.id_b): r.jaccard for r in got} == want
     assert len(want) > 200
+
+
+@pytest.mark.parametrize("max_group,pairs_per_task", [(1000, 1 << 20), (1000, 100), (30, 1 << 20)])
+def test_family_above_the_bound_writes_a_spanning_forest(spark, monkeypatch, max_group,
+                                                         pairs_per_task):
+    """A family of more than max_family_size members: a subset of its verified
+    pairs with the same Jaccard values and the same connected components.
+
+    Merged in one task, merged and shared among tasks, or split into its blocks.
+    """
+    from reference import reference_components
+
+    monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
+    sets, _ = _family(6, n=40)
+    ids = [f"d{i:03d}" for i in range(len(sets))]
+    sh = spark.createDataFrame(list(zip(ids, [sorted(s) for s in sets])),
+                               "id string, shingles array<bigint>")
+    # Two overlapping blocks (one family of 40) and a separate one of 3.
+    blocks = spark.createDataFrame(
+        [(11, ids[:30]), (7, ids[10:40]), (3, ids[40:])], "block bigint, ids array<string>")
+    memberships = V.block_memberships(blocks)
+    full = {(r.id_a, r.id_b): r.jaccard for r in
+            V.verify_blocks(blocks, memberships, sh, 0.5, max_group).collect()}
+    at_bound = {(r.id_a, r.id_b): r.jaccard for r in V.verify_blocks(
+        blocks, memberships, sh, 0.5, max_group, max_family_size=40).collect()}
+    assert at_bound == full  # 40 members is not above a bound of 40
+    groups = V.block_groups(blocks, memberships, max_group, max_family_size=39)
+    got = {(r.id_a, r.id_b): r.jaccard for r in V.verify_blocks(
+        blocks, memberships, sh, 0.5, max_group, groups=groups).collect()}
+    assert set(got) < set(full) and all(full[p] == v for p, v in got.items())
+    # At most one tree edge per member but one in each of the family's tasks.
+    tasks = V.block_tasks(groups).filter("family = 7").collect()
+    forest = [p for p in got if p[0] < "d040"]
+    assert len(forest) <= sum(t.n - 1 for t in tasks) < len([p for p in full if p[0] < "d040"]) / 2
+    # The small block is listed in full; the clusters are the same.
+    assert {p for p in got if p[0] >= "d040"} == {p for p in full if p[0] >= "d040"}
+    assert reference_components(ids, list(got)) == reference_components(ids, list(full))
+    work = V.block_work(groups)
+    assert work["forest_families"] == 1 and work["forest_family_documents"] == 40
+    assert work["largest_forest_families"] == [{"family": 7, "size": 40}]
 
 
 @pytest.mark.parametrize("pairs_per_task", [1 << 20, 60])
