@@ -25,6 +25,9 @@ def main() -> None:
     ap.add_argument("--run", required=True, help="output folder of the stage jobs")
     ap.add_argument("--threshold", type=float, default=0.8)
     ap.add_argument("--max-group-size", type=int, default=5000)
+    ap.add_argument("--max-family-size", type=int, default=None,
+                    help="families above it are written as spanning forests, as in "
+                         "dedup.py (default: none; every pair is computed and emitted)")
     args = ap.parse_args()
 
     from pyspark.sql import functions as F
@@ -37,7 +40,8 @@ def main() -> None:
     shingles = (spark.read.parquet(f"{args.run}/shingles")
                 .filter(F.col("shingles").isNotNull()).select("id", "shingles"))
     memberships = V.block_memberships(blocks).persist()
-    groups = V.block_groups(blocks, memberships, args.max_group_size).persist()
+    groups = V.block_groups(blocks, memberships, args.max_group_size,
+                            max_family_size=args.max_family_size).persist()
     # The largest group and its number of shares, as the verification tasks get them.
     top = V.block_tasks(groups).filter(F.col("part") == 0).orderBy(F.desc("n")).first()
     if top is None:
@@ -45,7 +49,7 @@ def main() -> None:
     # One group of at most --max-group-size members: small enough to collect.
     table = pa.Table.from_pandas(
         groups.filter(F.col("group") == top["group"]).join(memberships, "id")
-        .join(shingles, "id").select("group", "merged", "id", "shingles", "in_blocks")
+        .join(shingles, "id").select("group", "merged", "bounded", "id", "shingles", "in_blocks")
         .toPandas(), preserve_index=False)
     spark.stop()
 

@@ -311,8 +311,9 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig,
     return {
         "banding": banding_section(cfg),
         "buckets": summary,
-        # Pairs checked: pair rows plus every pair inside a block (a pair in
-        # several blocks counted once per block).
+        # Candidate pairs: pair rows plus every pair inside a block (a pair in
+        # several blocks counted once per block).  A family written as a
+        # spanning forest computes fewer of them (see block_forest).
         "counts": {"band_rows": documents * b,
                    "candidate_pairs": n_cands + int(blk["pairs"] or 0)},
         "seconds": timer.seconds,

@@ -1,10 +1,11 @@
 """Exact verification: the true Jaccard similarity of every candidate pair.
 
 The shingle sets are the sorted, distinct 64-bit hash arrays from
-:mod:`lsh_spark.shingle`; ``|A & B|`` comes from Spark's native
-``array_intersect`` (a hash set in the JVM, linear in the two sizes), so no row
-passes through Python.  Only documents that appear in some candidate pair get
-their shingle arrays built and joined in.
+:mod:`lsh_spark.shingle`.  Pair rows get ``|A & B|`` in numpy over Arrow
+batches (a binary search of the smaller sorted set in the larger, see
+:func:`pair_jaccards`); :func:`jaccard` is the same value as a native Spark
+expression, for the other methods' optional Jaccard check.  Only documents
+that appear in some candidate pair get their shingle arrays joined in.
 
 Large buckets (a template family, thousands of near-copies) are verified as
 *blocks* instead of pair by pair: the members' shingle sets become one 0/1
@@ -12,7 +13,9 @@ matrix ``M`` (documents x shingles shared by two or more members) and every
 intersection size of the block comes out of one matrix product ``M @ M.T``
 (BLAS) instead of ``n (n - 1) / 2`` hash-set intersections.  A pair that sits
 in several blocks is emitted only by the block with the smallest key, so block
-output needs no de-duplication across blocks.
+output needs no de-duplication across blocks.  A family of blocks above
+``max_family_size`` members emits a spanning forest of its pairs instead
+(:func:`block_forest`): the same clusters, at most ``n - 1`` pairs.
 
 Example
 -------
