@@ -460,8 +460,8 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
     block holding it.  ``n_edges``: the total of ``size(in_blocks)`` over
     ``memberships``, counted here when not given.
 
-    A *family* is a connected set of blocks (``family`` is its smallest block
-    key, ``family_size`` its members).  A family of more than
+    A *family* is a connected set of blocks (``family`` is its smallest
+    member id, ``family_size`` its members).  A family of more than
     ``max_family_size`` members (None: no bound) is ``bounded``: its tasks
     still compute every pair but write only a spanning forest of those at or
     above the threshold (see :func:`_verify_block`).
@@ -482,11 +482,12 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
         root = comps.select(F.col("id").alias("block"), F.col("cluster_id").alias("root"))
     member_root = memberships.select("id", F.element_at("in_blocks", 1).alias("block")).join(
         root, "block")
-    families = member_root.groupBy("root").agg(F.count(F.lit(1)).alias("family_size"))
+    families = member_root.groupBy("root").agg(F.count(F.lit(1)).alias("family_size"),
+                                               F.min("id").alias("family"))
     small = F.col("family_size") <= max_size
     bounded = (F.lit(False) if max_family_size is None
                else F.col("family_size") > max_family_size).alias("bounded")
-    family = [F.col("root").alias("family"), "family_size", bounded]
+    family = ["family", "family_size", bounded]
     merged = member_root.join(families.filter(small), "root").select(
         "id", F.col("root").alias("group"), F.lit(True).alias("merged"), *family)
     split = (blocks.select("block", F.explode("ids").alias("id")).join(root, "block")
@@ -522,7 +523,8 @@ def block_tasks(groups: DataFrame) -> DataFrame:
 def block_work(groups: DataFrame | None, top: int = 10) -> dict[str, Any]:
     """How block verification is shared out: groups, tasks, split groups and their
     tasks, the largest group, and the families bounded to a spanning forest
-    (how many, their members, the ``top`` largest as ``{family, size}``); one
+    (how many, their members, the ``top`` largest as ``{smallest_id, size}``,
+    the smallest id being the family's cluster id when it is one cluster); one
     small aggregation over :func:`block_tasks`, all zero without ``groups``."""
     if groups is None:
         return {"groups": 0, "tasks": 0, "split_groups": 0, "split_tasks": 0,
@@ -544,7 +546,7 @@ def block_work(groups: DataFrame | None, top: int = 10) -> dict[str, Any]:
             "largest_group": int(row["largest"] or 0), "pairs_per_task": PAIRS_PER_TASK,
             "forest_families": len(bounded),
             "forest_family_documents": sum(int(b["size"]) for b in bounded),
-            "largest_forest_families": [{"family": b["family"], "size": int(b["size"])}
+            "largest_forest_families": [{"smallest_id": b["family"], "size": int(b["size"])}
                                          for b in bounded[::-1][:top]]}
 
 
