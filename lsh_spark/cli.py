@@ -51,8 +51,8 @@ _HELP = {
                       "--max-bucket-size) are verified as one block by a matrix product "
                       "instead of pair by pair (default: 32)",
     "max_family_size": "a family of large buckets (connected blocks) with more members "
-                       "writes only a spanning forest of its verified pairs to pairs/: "
-                       "every pair is still checked and the clusters are the same "
+                       "writes only a spanning forest of its verified pairs to pairs/; "
+                       "the clusters are the same as when every pair is listed "
                        "(default: 3000)",
     "max_text_chars": "documents longer than this many characters are rejected "
                       "(default: 20000000)",
@@ -82,7 +82,8 @@ _TYPES = {
     "threshold": dict(type=float), "target_recall": dict(type=float),
     "num_perm": dict(type=int), "bands": dict(type=int), "rows": dict(type=int),
     "k": dict(type=int), "seed": dict(type=int), "max_bucket_size": dict(type=int),
-    "block_min_size": dict(type=int), "max_family_size": dict(type=int), "method": dict(choices=METHODS),
+    "block_min_size": dict(type=int), "max_family_size": dict(type=int),
+    "method": dict(choices=METHODS),
     "max_hamming": dict(type=int), "simhash_blocks": dict(type=int),
     "simhash_weight": dict(choices=SIMHASH_WEIGHTS), "verify_jaccard": dict(action="store_true"),
     "max_distance": dict(type=float), "bucket_width": dict(type=float),

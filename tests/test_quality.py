@@ -186,3 +186,13 @@ def test_families_above_the_bound_keep_their_clusters(spark, planted, result, tm
     sizes = [f["size"] for f in work["largest_forest_families"]]
     assert sizes == sorted(sizes, reverse=True) and len(sizes) == 10 and sizes[-1] >= 3
     assert {r.id: r for r in spark.read.parquet(out + "/clusters").collect()} == clusters
+    # The same forests whatever the partitioning (a re-run gives identical pairs/).
+    old = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    try:
+        run_dedup(spark, path, out + "-again", DedupConfig(threshold=THRESHOLD, block_min_size=2,
+                                                           max_family_size=2))
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", old)
+    again = {(r.id_a, r.id_b): r.jaccard for r in spark.read.parquet(out + "-again/pairs").collect()}
+    assert again == got
