@@ -52,6 +52,9 @@ PAIR_ARROW_SCHEMA = pa.schema([pa.field("id_a", pa.string(), False),
 # computing a contiguous share of its rows (one template family of 5,000
 # members holds 12.5 million pairs: 12 tasks instead of one straggler).
 PAIRS_PER_TASK = 1 << 20
+# The same for a group of a family written as a spanning forest (block_forest),
+# by its worst case: a 5,000-member family (12.5 million pairs) is one task.
+FOREST_PAIRS_PER_TASK = 1 << 24
 
 
 def jaccard(a: Column, b: Column) -> Column:
@@ -232,22 +235,26 @@ def _gram_rows(rows: np.ndarray, cols: np.ndarray, n: int, v: int, r0: int, r1: 
     return out
 
 
-def row_ranges(n: int, parts: int) -> np.ndarray:
+def row_ranges(n: int, parts: int, rows: int | None = None) -> np.ndarray:
     """``parts + 1`` row boundaries splitting the pairs ``i < j`` of ``n`` rows evenly.
 
     Row ``i`` holds ``n - 1 - i`` pairs, so the first ranges are short and the
-    last long; every range is non-empty when ``parts <= n``.
+    last long; every range is non-empty when ``parts <= n``.  ``rows``: split
+    only the first ``rows`` rows (all by default); fewer than ``parts + 1``
+    boundaries when ``rows < parts``.
     """
-    parts = max(1, min(parts, n))
-    before = np.concatenate([[0], np.cumsum(np.arange(n - 1, -1, -1, dtype=np.int64))])
+    rows = n if rows is None else rows
+    parts = max(1, min(parts, rows))
+    before = np.concatenate([[0], np.cumsum(np.arange(n - 1, n - 1 - rows, -1,
+                                                      dtype=np.int64))])
     target = before[-1] * np.arange(1, parts) / parts
     cuts = np.searchsorted(before, target, side="left")
     # The nearer of the two rows around each target.
     lower = np.maximum(cuts - 1, 0)
     cuts = np.where(target - before[lower] < before[cuts] - target, lower, cuts)
-    bounds = np.concatenate([[0], cuts, [n]])
+    bounds = np.concatenate([[0], cuts, [rows]])
     # Keep every range non-empty (tiny blocks split into more parts than rows with pairs).
-    return np.maximum.accumulate(np.maximum(bounds, np.minimum(np.arange(parts + 1), n)))
+    return np.maximum.accumulate(np.maximum(bounds, np.minimum(np.arange(parts + 1), rows)))
 
 
 def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
@@ -322,6 +329,7 @@ def _take_members(values: np.ndarray, lengths: np.ndarray, order: np.ndarray
 def block_forest(values: np.ndarray, lengths: np.ndarray, threshold: float,
                  covered: tuple[np.ndarray, np.ndarray] | None = None,
                  required: tuple[np.ndarray, np.ndarray] | None = None,
+                 share: tuple[int, int] = (0, 1),
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A spanning forest of :func:`block_pairs`: a subset of its pairs, with
     their Jaccard, that connects exactly what all of them connect.
@@ -334,14 +342,24 @@ def block_forest(values: np.ndarray, lengths: np.ndarray, threshold: float,
     about ``n`` Jaccard values instead of ``n (n - 1) / 2``; a family that
     member 0 reaches little costs up to the whole block, never more.  The
     result depends only on the members and their order.
+
+    ``share``: ``(part, parts)``, one of several tasks of a large group.  Each
+    computes member 0's row (about ``n`` values) and an even share of the rows
+    of the members it did not reach (:func:`row_ranges`); part 0 also emits
+    member 0's pairs.  Every pair is emitted by at most one share, and the
+    shares' forests together connect what the whole block's pairs connect.
     """
     n = len(lengths)
+    part, parts = share
     i, j, jac = block_pairs(values, lengths, threshold, covered, required, row_range=(0, min(1, n)))
     reached = np.zeros(n, dtype=bool)
     reached[:1] = True
     reached[j] = True
     rest = np.flatnonzero(~reached)
-    if len(rest):
+    if part:
+        i, j, jac = i[:0], j[:0], jac[:0]
+    bounds = row_ranges(n, parts, rows=len(rest))
+    if part + 1 < len(bounds) and bounds[part] < bounds[part + 1]:
         # The members not reached first (as rows 0..r-1), then the others.
         order = np.concatenate([rest, np.flatnonzero(reached)])
 
@@ -350,7 +368,7 @@ def block_forest(values: np.ndarray, lengths: np.ndarray, threshold: float,
 
         ri, rj, rjac = block_pairs(*_take_members(values, lengths, order), threshold,
                                    reordered(covered), reordered(required),
-                                   row_range=(0, len(rest)))
+                                   row_range=(int(bounds[part]), int(bounds[part + 1])))
         a, b = order[ri], order[rj]
         i = np.concatenate([i, np.minimum(a, b)])
         j = np.concatenate([j, np.maximum(a, b)])
@@ -389,11 +407,11 @@ def _verify_block(table: pa.Table, threshold: float) -> pa.Table:
         which = {"covered": (keys[smaller], np.bincount(owner, minlength=len(n_keys)))}
     ids = table.column("id").combine_chunks()
     if table.column("bounded")[0].as_py():
-        # A family above --max-family-size (one task per group, see
-        # block_tasks): a spanning forest of its pairs, the same clusters with
-        # at most n - 1 pairs.  Copies of a member are joined to it by their
-        # own pairs of identical texts.
-        i, j, jac = block_forest(values, lengths, threshold, **which)
+        # A family above --max-family-size: a spanning forest of its pairs
+        # (this task's share of them, see block_tasks), the same clusters
+        # with at most n - 1 pairs.  Copies of a member are joined to it by
+        # their own pairs of identical texts.
+        i, j, jac = block_forest(values, lengths, threshold, share=(part, parts), **which)
         return pa.table({"id_a": ids.take(pa.array(i)), "id_b": ids.take(pa.array(j)),
                          "jaccard": pa.array(jac, pa.float64())}, schema=PAIR_ARROW_SCHEMA)
     i, j, jac = block_pairs(values, lengths, threshold, row_range=rows, **which)
@@ -503,16 +521,20 @@ def block_tasks(groups: DataFrame) -> DataFrame:
     bounded)``: one row per verification task.
 
     A group of ``n`` members gets ``ceil(n (n - 1) / 2 / PAIRS_PER_TASK)`` tasks
-    (at most ``n``), a group of a bounded family one; one row per task, so the
-    table grows with the block groups, not with the documents.
+    (at most ``n``), a group of a bounded family ``FOREST_PAIRS_PER_TASK``
+    pairs per task; one row per task, so the table grows with the block
+    groups, not with the documents.
     """
     n = F.col("n").cast("long")
     # A group lies inside one family: the maxima are its family's values.
     family = ["family", "family_size", "bounded"]
-    # A bounded family's group is one task: it computes about n pairs (see
-    # block_forest), and every share would receive all n members.
-    parts = F.when(F.col("bounded"), F.lit(1)).otherwise(F.least(n, F.greatest(F.lit(1), F.ceil(
-        n * (n - 1) / 2 / F.lit(PAIRS_PER_TASK)))))
+    # A bounded family's group usually computes about n pairs (see
+    # block_forest), and every share receives all n members: it is split only
+    # when its worst case (all pairs) exceeds FOREST_PAIRS_PER_TASK.
+    pairs = n * (n - 1) / 2
+    per_task = F.when(F.col("bounded"), F.lit(FOREST_PAIRS_PER_TASK)).otherwise(
+        F.lit(PAIRS_PER_TASK))
+    parts = F.least(n, F.greatest(F.lit(1), F.ceil(pairs / per_task)))
     return (groups.groupBy("group").agg(F.count(F.lit(1)).alias("n"),
                                         *[F.max(c).alias(c) for c in family])
             .select("group", "n", parts.cast("int").alias("parts"), *family)
@@ -530,7 +552,7 @@ def block_work(groups: DataFrame | None, top: int = 10) -> dict[str, Any]:
     if groups is None:
         return {"groups": 0, "tasks": 0, "split_groups": 0, "split_tasks": 0,
                 "largest_group": 0, "pairs_per_task": PAIRS_PER_TASK,
-                "forest_families": 0, "forest_family_documents": 0,
+                "forest_pairs_per_task": FOREST_PAIRS_PER_TASK, "forest_families": 0, "forest_family_documents": 0,
                 "largest_forest_families": []}
     fam = F.when(F.col("bounded"), F.struct(F.col("family_size").alias("size"),
                                             F.col("family").alias("family")))
@@ -545,7 +567,7 @@ def block_work(groups: DataFrame | None, top: int = 10) -> dict[str, Any]:
     return {"groups": int(row["groups"]), "tasks": int(row["tasks"] or 0),
             "split_groups": int(row["split"]), "split_tasks": int(row["split_tasks"] or 0),
             "largest_group": int(row["largest"] or 0), "pairs_per_task": PAIRS_PER_TASK,
-            "forest_families": len(bounded),
+            "forest_pairs_per_task": FOREST_PAIRS_PER_TASK, "forest_families": len(bounded),
             "forest_family_documents": sum(int(b["size"]) for b in bounded),
             "largest_forest_families": [{"smallest_id": b["family"], "size": int(b["size"])}
                                          for b in bounded[::-1][:top]]}

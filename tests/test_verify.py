@@ -185,6 +185,25 @@ def test_block_forest_connects_what_block_pairs_connect(seed):
             want = reference_components(range(n), list(zip(i.tolist(), j.tolist())))
             assert reference_components(range(n), list(zip(fi.tolist(), fj.tolist()))) == want
             assert len(fi) == n - len({root for root, _ in want.values()}) < len(full) / 3
+            # Shared among tasks: no pair twice, the same components together.
+            for parts in (2, 7, 200):
+                shares = [V.block_forest(values, lengths, 0.5, share=(k, parts), **kw)
+                          for k in range(parts)]
+                pairs = [p for si, sj, _ in shares for p in zip(si.tolist(), sj.tolist())]
+                assert len(pairs) == len(set(pairs)) and set(pairs) <= set(full)
+                assert all(len(si) < n for si, _, _ in shares)
+                assert reference_components(range(n), pairs) == want
+
+
+@pytest.mark.parametrize("n,rows,parts", [(100, 30, 4), (100, 3, 5), (100, 0, 3), (50, 50, 7)])
+def test_row_ranges_of_the_first_rows(n, rows, parts):
+    """Only the first ``rows`` rows are shared out, evenly by their pairs."""
+    bounds = V.row_ranges(n, parts, rows=rows)
+    assert bounds[0] == 0 and bounds[-1] == rows and np.all(np.diff(bounds) >= 0)
+    assert len(bounds) == max(1, min(parts, rows)) + 1
+    if rows >= parts:
+        share = [sum(n - 1 - i for i in range(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        assert min(share) > 0 and max(share) - min(share) <= n
 
 
 @pytest.mark.parametrize("parts,cells", [(2, 1 << 22), (5, 1 << 22), (63, 1 << 22), (5, 37)])
@@ -246,17 +265,20 @@ def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group
     assert len(want) > 200
 
 
-@pytest.mark.parametrize("max_group,pairs_per_task", [(1000, 1 << 20), (1000, 100), (30, 1 << 20)])
+@pytest.mark.parametrize("max_group,pairs_per_task", [(1000, 1 << 20), (1000, 100), (30, 1 << 20),
+                                                     (30, 100)])
 def test_family_above_the_bound_writes_a_spanning_forest(spark, monkeypatch, max_group,
                                                          pairs_per_task):
     """A family of more than max_family_size members: a subset of its verified
     pairs with the same Jaccard values and the same connected components.
 
-    Merged in one task, merged and shared among tasks, or split into its blocks.
+    Merged in one task, merged and shared among tasks, split into its blocks,
+    or split into blocks each shared among tasks.
     """
     from reference import reference_components
 
     monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
+    monkeypatch.setattr(V, "FOREST_PAIRS_PER_TASK", pairs_per_task)
     sets, _ = _family(6, n=40)
     ids = [f"d{i:03d}" for i in range(len(sets))]
     sh = spark.createDataFrame(list(zip(ids, [sorted(s) for s in sets])),
@@ -274,10 +296,12 @@ def test_family_above_the_bound_writes_a_spanning_forest(spark, monkeypatch, max
     got = {(r.id_a, r.id_b): r.jaccard for r in V.verify_blocks(
         blocks, memberships, sh, 0.5, max_group, groups=groups).collect()}
     assert set(got) < set(full) and all(full[p] == v for p, v in got.items())
-    # At most one tree edge per member but one in each of the family's tasks.
+    # At most one tree edge per member in each of the family's tasks.
     tasks = V.block_tasks(groups).filter("family = 'd000'").collect()
+    assert (len(tasks) > 2) == (pairs_per_task == 100)
     forest = [p for p in got if p[0] < "d040"]
-    assert len(forest) <= sum(t.n - 1 for t in tasks) < len([p for p in full if p[0] < "d040"]) / 2
+    assert len(forest) <= sum(t.n - 1 for t in tasks)
+    assert len(forest) < len([p for p in full if p[0] < "d040"]) / 2
     # The small block is listed in full; the clusters are the same.
     assert {p for p in got if p[0] >= "d040"} == {p for p in full if p[0] >= "d040"}
     assert reference_components(ids, list(got)) == reference_components(ids, list(full))
