@@ -480,10 +480,10 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
 
     A *family* is a connected set of blocks (``family`` is its smallest
     member id, ``family_size`` its members).  A family of more than
-    ``max_family_size`` members (None: no bound) is ``bounded``: each of its
-    groups is one task that writes only a spanning forest of its pairs at or
-    above the threshold, computing about ``n`` Jaccard values for a dense
-    family (see :func:`block_forest`).
+    ``max_family_size`` members (None: no bound) is ``bounded``: its groups
+    write only a spanning forest of their pairs at or above the threshold,
+    computing about ``n`` Jaccard values for a dense family, in one task up to
+    ``FOREST_PAIRS_PER_TASK`` pairs (see :func:`block_forest`, :func:`block_tasks`).
     """
     from lsh_spark.cluster import LOCAL_FINISH_EDGES, component_roots, connected_components
 
