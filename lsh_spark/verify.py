@@ -406,16 +406,17 @@ def _verify_block(table: pa.Table, threshold: float) -> pa.Table:
         owner = np.repeat(np.arange(len(n_keys)), n_keys)[smaller]
         which = {"covered": (keys[smaller], np.bincount(owner, minlength=len(n_keys)))}
     ids = table.column("id").combine_chunks()
-    if table.column("bounded")[0].as_py():
+    bounded = table.column("bounded")[0].as_py()
+    if bounded:
         # A family above --max-family-size: a spanning forest of its pairs
         # (this task's share of them, see block_tasks), the same clusters
         # with at most n - 1 pairs.  Copies of a member are joined to it by
-        # their own pairs of identical texts.
+        # their own pairs of identical texts, so they are not expanded here.
         i, j, jac = block_forest(values, lengths, threshold, share=(part, parts), **which)
-        return pa.table({"id_a": ids.take(pa.array(i)), "id_b": ids.take(pa.array(j)),
-                         "jaccard": pa.array(jac, pa.float64())}, schema=PAIR_ARROW_SCHEMA)
-    i, j, jac = block_pairs(values, lengths, threshold, row_range=rows, **which)
-    if "copies" in table.column_names and table.column("copies").null_count < table.num_rows:
+    else:
+        i, j, jac = block_pairs(values, lengths, threshold, row_range=rows, **which)
+    if (not bounded and "copies" in table.column_names
+            and table.column("copies").null_count < table.num_rows):
         id_a, id_b, jac = expand_copies(ids, table.column("copies").combine_chunks(), i, j, jac)
     else:
         id_a, id_b = ids.take(pa.array(i)), ids.take(pa.array(j))
