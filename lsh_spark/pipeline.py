@@ -385,7 +385,9 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         pair_ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
         groups = None
         block_work = verify_module.block_work(None)
-        dups = DuplicateGroups(sigs, cfg.max_bucket_size)
+        # Read by the sizing job, the pair expansion, the block tasks' copies
+        # and the pairs of identical texts: computed once.
+        dups = DuplicateGroups(sigs, cfg.max_bucket_size).persist()
         # One small job sizes everything below: the pair candidates' documents
         # and shingles (from signatures/), the block members and memberships,
         # and the groups of identical texts.
@@ -430,6 +432,7 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         finally:
             if groups is not None:
                 groups.unpersist()
+            dups.unpersist()
             shingles.unpersist()
             pair_ids.unpersist()
             cands.unpersist()
@@ -502,50 +505,52 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
     with timer("verify"):
         # Candidates join group representatives of identical texts (or vectors);
         # every copy gets its representative's pairs, and the copies their own.
-        dups = DuplicateGroups(sigs, cfg.max_bucket_size)
+        dups = DuplicateGroups(sigs, cfg.max_bucket_size).persist()
+        try:
+            def with_copies(near: DataFrame, **same: Any) -> DataFrame:
+                copies = dups.pairs(measure, same.pop(measure))
+                for name, value in same.items():
+                    copies = copies.withColumn(name, F.lit(value))
+                return dups.expand(near, BROADCAST_ID_ROWS).unionByName(copies)
 
-        def with_copies(near: DataFrame, **same: Any) -> DataFrame:
-            copies = dups.pairs(measure, same.pop(measure))
-            for name, value in same.items():
-                copies = copies.withColumn(name, F.lit(value))
-            return dups.expand(near, BROADCAST_ID_ROWS).unionByName(copies)
-
-        if cfg.method == "simhash":
-            value = hamming(F.col("simhash_a"), F.col("simhash_b"))
-            near = (join_sides(cands, sigs, "simhash")
-                    .select("id_a", "id_b", value.alias(measure))
-                    .filter(F.col(measure) <= cfg.max_hamming))
-            if cfg.verify_jaccard:
-                ids = candidate_ids(near).persist(StorageLevel.MEMORY_AND_DISK)
+            if cfg.method == "simhash":
+                value = hamming(F.col("simhash_a"), F.col("simhash_b"))
+                near = (join_sides(cands, sigs, "simhash")
+                        .select("id_a", "id_b", value.alias(measure))
+                        .filter(F.col(measure) <= cfg.max_hamming))
+                if cfg.verify_jaccard:
+                    ids = candidate_ids(near).persist(StorageLevel.MEMORY_AND_DISK)
+                    try:
+                        sh = _only(_read(spark, out, "shingles").filter(
+                            F.col("shingles").isNotNull()), ids).select("id", "shingles")
+                        near = verify_module.similar(join_sides(near, sh, "shingles"),
+                                                     ["id_a", "id_b", measure], cfg.threshold)
+                        seen = write_pairs(with_copies(near, **{measure: 0, "jaccard": 1.0}))
+                    finally:
+                        ids.unpersist()
+                else:
+                    seen = write_pairs(with_copies(near, **{measure: 0}))
+            else:
+                vec = _read(spark, out, "vectors").filter(F.col("reason").isNull())
+                ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
                 try:
-                    sh = _only(_read(spark, out, "shingles").filter(
-                        F.col("shingles").isNotNull()), ids).select("id", "shingles")
-                    near = verify_module.similar(join_sides(near, sh, "shingles"),
-                                                 ["id_a", "id_b", measure], cfg.threshold)
-                    seen = write_pairs(with_copies(near, **{measure: 0, "jaccard": 1.0}))
+                    needed = _only(vec, ids).select("id", "vector")
+                    fn = cosine if cfg.method == "hyperplane" else distance
+                    if cfg.method == "hyperplane":
+                        def ok(v: Column) -> Column:
+                            return v >= F.lit(float(cfg.threshold))
+                    else:
+                        def ok(v: Column) -> Column:
+                            return v <= F.lit(float(cfg.max_distance))
+                    near = verify_module.kept_where(
+                        join_sides(cands, needed, "vector"), ["id_a", "id_b"],
+                        fn(F.col("vector_a"), F.col("vector_b")), measure, ok)
+                    same = 1.0 if cfg.method == "hyperplane" else 0.0
+                    seen = write_pairs(with_copies(near, **{measure: same}))
                 finally:
                     ids.unpersist()
-            else:
-                seen = write_pairs(with_copies(near, **{measure: 0}))
-        else:
-            vec = _read(spark, out, "vectors").filter(F.col("reason").isNull())
-            ids = candidate_ids(cands).persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                needed = _only(vec, ids).select("id", "vector")
-                fn = cosine if cfg.method == "hyperplane" else distance
-                if cfg.method == "hyperplane":
-                    def ok(v: Column) -> Column:
-                        return v >= F.lit(float(cfg.threshold))
-                else:
-                    def ok(v: Column) -> Column:
-                        return v <= F.lit(float(cfg.max_distance))
-                near = verify_module.kept_where(
-                    join_sides(cands, needed, "vector"), ["id_a", "id_b"],
-                    fn(F.col("vector_a"), F.col("vector_b")), measure, ok)
-                same = 1.0 if cfg.method == "hyperplane" else 0.0
-                seen = write_pairs(with_copies(near, **{measure: same}))
-            finally:
-                ids.unpersist()
+        finally:
+            dups.unpersist()
     bins = _histogram(seen.get)
     return {
         "counts": {"verified_pairs": sum(n for _, n in bins)},

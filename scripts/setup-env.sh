@@ -72,3 +72,21 @@ if [ "${LSH_SPARK_CDS:-1}" != "0" ]; then
     export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }-XX:SharedArchiveFile=$cds -Xlog:cds*=off"
   fi
 fi
+
+# JIT: HotSpot's optimizing compiler (C2) took about 18 of the 45 CPU seconds
+# of a 41,000-document run on 2 cores, mostly compiling Spark's planning,
+# closure-cleaning and generated code that runs only a few thousand times.
+# Thirty times the default tier-4 thresholds keep that code in C1 and leave C2
+# to the really hot loops (README, "JIT thresholds"). They suit these jobs, not
+# every Spark job: MLlib's MinHashLSH ran 15% slower with them, so
+# bench/compare.py starts its peers without them. LSH_SPARK_JIT=0 keeps the
+# JVM defaults.
+if [ "${LSH_SPARK_JIT:-1}" != "0" ]; then
+  LSH_SPARK_JIT_OPTS="-XX:Tier4InvocationThreshold=150000 -XX:Tier4MinInvocationThreshold=18000"
+  LSH_SPARK_JIT_OPTS="$LSH_SPARK_JIT_OPTS -XX:Tier4CompileThreshold=450000 -XX:Tier4BackEdgeThreshold=1200000"
+  export LSH_SPARK_JIT_OPTS
+  case " ${SPARK_SUBMIT_OPTS:-} " in
+    *" $LSH_SPARK_JIT_OPTS "*) ;;  # sourced twice
+    *) export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }$LSH_SPARK_JIT_OPTS" ;;
+  esac
+fi

@@ -1,6 +1,7 @@
 import random
 from itertools import combinations
 
+import pytest
 from chispa import assert_df_equality
 from pyspark.sql import types as T
 
@@ -100,6 +101,40 @@ def test_duplicate_groups_give_every_copy_its_representatives_pairs(spark):
     # No group at all: the pairs come back as they are.
     single = DuplicateGroups(docs.filter("id in ('a', 'b', 'e')"), 3)
     assert single.expand(near, 100) is near
+
+
+@pytest.mark.parametrize("max_group", [2, 3])
+def test_persisted_duplicate_groups_give_the_same_results(spark, max_group):
+    # Groups of 2 (expanded), 3 (bounded at max_group 2) and 1 (none); the
+    # persisted member table must serve every method as the plain one does.
+    docs = spark.createDataFrame(
+        [("a", h(1)), ("q", h(1)), ("b", h(2)), ("c", h(2)), ("d", h(2)), ("e", h(3))],
+        "id string, text_hash binary")
+    near = spark.createDataFrame([("a", "b", 0.9), ("b", "e", 0.85)],
+                                 "id_a string, id_b string, jaccard double")
+
+    def results(dups: DuplicateGroups) -> tuple:
+        copies = dups.copies(100)
+        return (dups.stats(),
+                sorted(tuple(r) for r in dups.pairs().collect()),
+                sorted(tuple(r) for r in dups.expand(near, 100).collect()),
+                sorted((r.rep, tuple(r.copies)) for r in copies.collect()))
+
+    plain = results(DuplicateGroups(docs, max_group))
+    kept = DuplicateGroups(docs, max_group).persist()
+    try:
+        assert kept.members.is_cached
+        assert results(kept) == plain
+    finally:
+        kept.unpersist()
+    assert not kept.members.is_cached
+    bounded = 1 if max_group == 2 else 0
+    assert plain[0] == {"groups": 2, "documents": 5, "largest_group": 3,
+                        "bounded_groups": bounded, "expanded_documents": 5 - 3 * bounded,
+                        "max_group": max_group}
+    # The bounded group gets star edges, the others all their pairs.
+    assert plain[1] == [("a", "q", 1.0), ("b", "c", 1.0), ("b", "d", 1.0)] + (
+        [] if bounded else [("c", "d", 1.0)])
 
 
 def test_integer_ids_order_numerically(spark):
