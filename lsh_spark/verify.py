@@ -486,20 +486,18 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
     computing about ``n`` Jaccard values for a dense family, in one task up to
     ``FOREST_PAIRS_PER_TASK`` pairs (see :func:`block_forest`, :func:`block_tasks`).
     """
-    from lsh_spark.cluster import LOCAL_FINISH_EDGES, component_roots, connected_components
+    from lsh_spark.cluster import LOCAL_FINISH_EDGES, connected_components
 
-    # Edges from each member's first block to all its blocks (self-edges keep
-    # every block in the graph).
-    edges = memberships.select(F.element_at("in_blocks", 1).alias("src"),
-                               F.explode("in_blocks").alias("dst"))
     if n_edges is None:  # block memberships in all (one small job)
         n_edges = memberships.agg(F.sum(F.size("in_blocks"))).first()[0] or 0
     if n_edges <= LOCAL_FINISH_EDGES:
-        root = component_roots(edges).select(F.col("id").alias("block"), "root")
-    else:
-        comps = connected_components(edges.toDF("id_a", "id_b"),
-                                     blocks.select(F.col("block").alias("id")))
-        root = comps.select(F.col("id").alias("block"), F.col("cluster_id").alias("root"))
+        return _groups_in_one_task(memberships, max_size, max_family_size)
+    # Edges from each member's first block to all its blocks (self-edges keep
+    # every block in the graph).
+    edges = memberships.select(F.element_at("in_blocks", 1).alias("id_a"),
+                               F.explode("in_blocks").alias("id_b"))
+    comps = connected_components(edges, blocks.select(F.col("block").alias("id")))
+    root = comps.select(F.col("id").alias("block"), F.col("cluster_id").alias("root"))
     member_root = memberships.select("id", F.element_at("in_blocks", 1).alias("block")).join(
         root, "block")
     families = member_root.groupBy("root").agg(F.count(F.lit(1)).alias("family_size"),
@@ -515,6 +513,73 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
              .select("id", F.col("block").alias("group"), F.lit(False).alias("merged"),
                      *family))
     return merged.unionByName(split)
+
+
+def _group_rows(table: pa.Table, max_size: int, max_family_size: int | None) -> pa.Table:
+    """:func:`block_groups` of all ``(id, in_blocks)`` memberships at once, in numpy.
+
+    Blocks are numbered in key order and joined through each member's first
+    block (:func:`lsh_spark.cluster.local_roots`), so a family's group is its
+    smallest block key and its name its smallest member id in Spark's order
+    (Arrow sorts strings bytewise, as Spark compares them): the values of the
+    distributed path.
+    """
+    from lsh_spark.cluster import local_roots
+
+    ids = table.column("id").combine_chunks()
+    in_blocks = table.column("in_blocks").combine_chunks()
+    m = len(ids)
+    counts = pc.list_value_length(in_blocks).to_numpy(zero_copy_only=False).astype(np.int64)
+    keys, block = np.unique(pc.list_flatten(in_blocks).to_numpy(zero_copy_only=False),
+                            return_inverse=True)
+    owner = np.repeat(np.arange(m), counts)  # the member of each membership
+    starts = np.zeros(m, dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    first = block[starts]
+    child, parent = local_roots(first[owner], block, len(keys), max_sweeps=len(keys) + 1)
+    root = np.arange(len(keys))
+    root[child] = parent
+    family = root[first]  # each member's family, as its smallest block number
+    size = np.bincount(family, minlength=len(keys))
+    order = pc.sort_indices(ids).to_numpy()
+    rank = np.empty(m, dtype=np.int64)
+    rank[order] = np.arange(m)
+    smallest = np.full(len(keys), m, dtype=np.int64)
+    np.minimum.at(smallest, family, rank)
+    member_size = size[family]
+    merged = member_size <= max_size
+    # Members of a merged family: one row in its group; of a larger one, one
+    # row per block they are in, the block being the group.
+    split = ~merged[owner]
+    row = np.concatenate([np.flatnonzero(merged), owner[split]])
+    group = np.concatenate([keys[family[merged]], keys[block[split]]])
+    bounded = (np.zeros(len(row), dtype=bool) if max_family_size is None
+               else member_size[row] > max_family_size)
+    take = pa.array(row)
+    return pa.table({
+        "id": ids.take(take), "group": pa.array(group, pa.int64()),
+        "merged": pa.array(np.arange(len(row)) < int(merged.sum())),
+        "family": ids.take(pa.array(order[smallest[family[row]]])),
+        "family_size": pa.array(member_size[row], pa.int64()),
+        "bounded": pa.array(bounded)})
+
+
+def _groups_in_one_task(memberships: DataFrame, max_size: int,
+                        max_family_size: int | None) -> DataFrame:
+    """:func:`block_groups` in one task (:func:`_group_rows`): for block graphs up
+    to ``LOCAL_FINISH_EDGES`` memberships, where the joins and aggregations of
+    the distributed path cost more in stages than in work."""
+    id_type = memberships.schema["id"].dataType.simpleString()
+    schema = (f"id {id_type}, group long, merged boolean, family {id_type}, "
+              "family_size long, bounded boolean")
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = [b for b in batches if b.num_rows]
+        if batches:
+            yield from _group_rows(pa.Table.from_batches(batches), max_size,
+                                   max_family_size).to_batches()
+
+    return memberships.select("id", "in_blocks").repartition(1).mapInArrow(run, schema)
 
 
 def block_tasks(groups: DataFrame) -> DataFrame:

@@ -1,3 +1,5 @@
+import random
+
 import numpy as np
 import pytest
 from chispa import assert_df_equality
@@ -263,6 +265,54 @@ def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group
     want = {(r.id_a, r.id_b): r.jaccard for r in V.verify_pairs(everything, sh, 0.5).collect()}
     assert {(r.id_a, r.id_b): r.jaccard for r in got} == want
     assert len(want) > 200
+
+
+@pytest.mark.parametrize("id_type", ["string", "bigint"])
+def test_block_groups_in_one_task_equal_the_distributed_ones(spark, monkeypatch, id_type):
+    """The one-task block groups (numpy) give the rows of the joins and
+    aggregations over distributed connected components: merged families,
+    families split into their blocks, bounded ones, smallest ids in Spark's
+    order (non-ASCII strings order bytewise; integers numerically)."""
+    import lsh_spark.cluster as C
+
+    rng = random.Random(11)
+    alphabet = ["a", "Z", "é", "中", "😀", "0", "ß"]
+    if id_type == "string":
+        ids = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
+                      for _ in range(400)})
+    else:
+        ids = sorted(rng.sample(range(-10**12, 10**12), 400))
+    rng.shuffle(ids)
+    # Families: chains of overlapping blocks of several sizes, plus lone blocks;
+    # block keys are random longs, negative ones included.
+    rows, pos = [], 0
+    for family in [3, 1, 5, 2, 1, 4, 1]:
+        start = pos
+        for _ in range(family):
+            size = rng.randint(3, 25)
+            lo = rng.randint(start, max(start, pos - 2))
+            rows.append((rng.randint(-2**62, 2**62), ids[lo:lo + size]))
+            pos = max(pos, lo + size)
+        pos += 1
+    blocks = spark.createDataFrame(rows, f"block bigint, ids array<{id_type}>")
+    memberships = V.block_memberships(blocks).persist()
+    try:
+        for max_size, max_family in [(1000, None), (10, None), (10, 25), (20, 8)]:
+            one = V.block_groups(blocks, memberships, max_size, max_family_size=max_family)
+            with monkeypatch.context() as m:
+                m.setattr(C, "LOCAL_FINISH_EDGES", 0)
+                dist = V.block_groups(blocks, memberships, max_size, max_family_size=max_family)
+                want = sorted(tuple(r) for r in dist.collect())
+            got = sorted(tuple(r) for r in one.collect())
+            assert ([(f.name, f.dataType) for f in one.schema]
+                    == [(f.name, f.dataType) for f in dist.schema])
+            assert got == want
+            assert len(got) > 100 and len({r[1] for r in got}) > 3
+            # Families above max_size members are split into their blocks, the others merged.
+            assert {r[2] for r in got} == ({True} if max_size == 1000 else {True, False})
+            assert {r[5] for r in got} == ({False} if max_family is None else {True, False})
+    finally:
+        memberships.unpersist()
 
 
 @pytest.mark.parametrize("max_group,pairs_per_task", [(1000, 1 << 20), (1000, 100), (30, 1 << 20),
