@@ -177,13 +177,15 @@ def component_roots(edges: DataFrame) -> DataFrame:
     smallest node and its number of nodes.
 
     The whole edge list goes to one task: for graphs up to ``LOCAL_FINISH_EDGES``
-    edges (the block graph of one run, or a run's verified pairs), where the
-    distributed rounds of :func:`connected_components` would cost more in job
-    overhead than in work.
+    edges (a run's verified pairs), where the distributed rounds of
+    :func:`connected_components` would cost more in job overhead than in work.
+    ``edges`` must be a scan of stored data (``pairs/``, a checkpoint), possibly
+    filtered: the task reads it itself (``coalesce(1)``, no shuffle), so any
+    computation in its plan would run in that one task too.
     """
     field = edges.schema["src"].dataType
     schema = f"id {field.simpleString()}, root {field.simpleString()}, size long"
-    return edges.repartition(1).mapInArrow(_roots_in_one_task, schema)
+    return edges.coalesce(1).mapInArrow(_roots_in_one_task, schema)
 
 
 def _large_star(edges: DataFrame) -> DataFrame:
