@@ -5,7 +5,7 @@
 
 Runs each system as its own process (spark-submit for the Spark ones), records
 wall time and the peak memory of its whole process tree (JVM plus Python
-workers, the sum of their proportional set sizes, polled every 0.2 s), then
+workers; see tree_memory; polled every 0.5 s), then
 scores every system's pairs against the same exact ground truth
 (bench/quality.py).  Prints one table and writes
 ``results.json`` under ``--work``.
@@ -30,23 +30,43 @@ sys.path.insert(0, HERE)
 from quality import all_pairs, load, read_parquet  # noqa: E402
 
 
-def tree_memory(procs: list[psutil.Process]) -> int:
-    """Bytes used by a process tree: the sum of each process's proportional set size.
+# Reading a process's proportional set size walks its page tables: about 80-95 ms
+# for a JVM of 4 GiB on this machine, so polling it every 0.2 s took a third
+# to a half of one of the 2 cores away from the run being measured.
+PSS_MAX_RSS = 512 << 20
 
-    PSS counts a page shared by k processes as 1/k in each, so the sum counts
-    it once.  An RSS sum counts shared pages in every process: a JVM that
-    forks to start a Python worker has a child with the JVM's whole resident
-    size until the child calls exec, and a sample falling in that moment
-    counted the JVM twice (a 1M-document run read 7.0 GiB instead of about
-    3 GiB).  Falls back to RSS where PSS cannot be read.
+
+def tree_memory(procs: list[psutil.Process]) -> int:
+    """Bytes used by a process tree, counting shared pages once.
+
+    An RSS sum counts shared pages in every process: a JVM that forks to
+    start a Python worker has a child with the JVM's whole resident size until
+    the child calls exec, and a sample falling in that moment counted the JVM
+    twice (a 1M-document run read 7.0 GiB instead of about 3 GiB).  So a
+    process running ``java`` whose parent runs the same executable is a fork
+    in progress and is skipped; small processes (Python
+    workers, which the PySpark daemon forks and which share its pages) count
+    their proportional set size; a large one (the JVM, whose pages no other
+    process of the tree shares) its resident size, which costs nothing to read
+    where its PSS would cost tens of milliseconds per sample
+    (``PSS_MAX_RSS``).  Falls back to RSS where PSS cannot be read.
     """
     total = 0
     for p in procs:
         try:
+            rss = p.memory_info().rss
+            parent = p.parent()
+            exe = p.exe()
+            if (parent is not None and os.path.basename(exe) == "java"
+                    and parent.exe() == exe):
+                continue  # the JVM forked, not yet exec'd: its pages are the parent's
+            if rss > PSS_MAX_RSS:
+                total += rss
+                continue
             try:
                 total += p.memory_full_info().pss
             except (psutil.AccessDenied, AttributeError):
-                total += p.memory_info().rss
+                total += rss
         except psutil.Error:
             pass
     return total
@@ -75,7 +95,7 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
                 peak[0] = max(peak[0], tree_memory([root] + root.children(recursive=True)))
             except psutil.Error:
                 pass
-            time.sleep(0.2)
+            time.sleep(0.5)
 
     t = threading.Thread(target=poll, daemon=True)
     t.start()

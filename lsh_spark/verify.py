@@ -485,6 +485,10 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
     write only a spanning forest of their pairs at or above the threshold,
     computing about ``n`` Jaccard values for a dense family, in one task up to
     ``FOREST_PAIRS_PER_TASK`` pairs (see :func:`block_forest`, :func:`block_tasks`).
+
+    Up to ``LOCAL_FINISH_EDGES`` memberships the rows are computed in one task
+    (:func:`_group_rows`); a larger block graph takes distributed connected
+    components and joins, with the same result.
     """
     from lsh_spark.cluster import LOCAL_FINISH_EDGES, connected_components
 
