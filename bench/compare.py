@@ -29,7 +29,6 @@ sys.path.insert(0, HERE)
 
 from quality import all_pairs, load, read_parquet  # noqa: E402
 
-
 # Reading a process's proportional set size walks its page tables: about 80-95 ms
 # for a JVM of 4 GiB on this machine, so polling it every 0.2 s took a third
 # to a half of one of the 2 cores away from the run being measured.

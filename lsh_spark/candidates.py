@@ -208,12 +208,12 @@ class DuplicateGroups:
         """``docs``: ``(id, text_hash)`` of every accepted document."""
         self.max_group = max_group
         self.docs = docs.select("id", "text_hash")
-        self.groups = (self.docs.groupBy("text_hash")
-                       .agg(F.min("id").alias("rep"), F.count(F.lit(1)).alias("n"))
-                       .filter(F.col("n") > 1))
+        groups = (self.docs.groupBy("text_hash")
+                  .agg(F.min("id").alias("rep"), F.count(F.lit(1)).alias("n"))
+                  .filter(F.col("n") > 1))
         # (id, rep, n) of every document of a group, rep included: the one
         # table all the methods below read (see persist).
-        self.members = self.docs.join(self.groups, "text_hash").select("id", "rep", "n")
+        self.members = self.docs.join(groups, "text_hash").select("id", "rep", "n")
         self._stats: dict[str, int] | None = None
         self._persisted = False
 

@@ -619,11 +619,11 @@ def block_work(groups: DataFrame | None, top: int = 10) -> dict[str, Any]:
     (how many, their members, the ``top`` largest as ``{smallest_id, size}``,
     the smallest id being the family's cluster id when it is one cluster); one
     small aggregation over :func:`block_tasks`, all zero without ``groups``."""
+    limits = {"pairs_per_task": PAIRS_PER_TASK, "forest_pairs_per_task": FOREST_PAIRS_PER_TASK}
     if groups is None:
         return {"groups": 0, "tasks": 0, "split_groups": 0, "split_tasks": 0,
-                "largest_group": 0, "pairs_per_task": PAIRS_PER_TASK,
-                "forest_pairs_per_task": FOREST_PAIRS_PER_TASK, "forest_families": 0, "forest_family_documents": 0,
-                "largest_forest_families": []}
+                "largest_group": 0, **limits, "forest_families": 0,
+                "forest_family_documents": 0, "largest_forest_families": []}
     fam = F.when(F.col("bounded"), F.struct(F.col("family_size").alias("size"),
                                             F.col("family").alias("family")))
     row = (block_tasks(groups).filter(F.col("part") == 0)
@@ -636,8 +636,7 @@ def block_work(groups: DataFrame | None, top: int = 10) -> dict[str, Any]:
     bounded = row["bounded"] or []
     return {"groups": int(row["groups"]), "tasks": int(row["tasks"] or 0),
             "split_groups": int(row["split"]), "split_tasks": int(row["split_tasks"] or 0),
-            "largest_group": int(row["largest"] or 0), "pairs_per_task": PAIRS_PER_TASK,
-            "forest_pairs_per_task": FOREST_PAIRS_PER_TASK, "forest_families": len(bounded),
+            "largest_group": int(row["largest"] or 0), **limits, "forest_families": len(bounded),
             "forest_family_documents": sum(int(b["size"]) for b in bounded),
             "largest_forest_families": [{"smallest_id": b["family"], "size": int(b["size"])}
                                          for b in bounded[::-1][:top]]}

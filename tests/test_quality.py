@@ -194,5 +194,6 @@ def test_families_above_the_bound_keep_their_clusters(spark, planted, result, tm
                                                            max_family_size=2))
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", old)
-    again = {(r.id_a, r.id_b): r.jaccard for r in spark.read.parquet(out + "-again/pairs").collect()}
+    again = {(r.id_a, r.id_b): r.jaccard
+             for r in spark.read.parquet(out + "-again/pairs").collect()}
     assert again == got
