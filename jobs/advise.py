@@ -17,7 +17,7 @@ import sys
 from lsh_spark.cli import build_parser, fail, parse
 from lsh_spark.config import ConfigError
 from lsh_spark.io import InputError, StagedOutput
-from lsh_spark.session import build_session
+from lsh_spark.session import build_session, stop_session
 
 
 def main(argv=None) -> int:
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     except (ConfigError, InputError, ValueError) as exc:
         fail("advise.py", exc)
     finally:
-        spark.stop()
+        stop_session(spark)
     rec = advice["recommended"]
     keys = ("max_hamming", "blocks", "tables", "jaccard_recall") if cfg.method == "simhash" \
         else ("num_perm", "bands", "rows", "predicted_recall")

@@ -19,7 +19,7 @@ from lsh_spark.config import ConfigError
 from lsh_spark.crawl import CRAWL_KEEP, run_crawl_batch
 from lsh_spark.index import IndexConflict
 from lsh_spark.io import InputError
-from lsh_spark.session import build_session
+from lsh_spark.session import build_session, stop_session
 
 
 def build_crawl_parser():
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     except (ConfigError, InputError, IndexConflict) as exc:
         fail("crawl_dedup.py", exc)
     finally:
-        spark.stop()
+        stop_session(spark)
     c = report["counts"]
     print(json.dumps({"batch_id": report["batch_id"], "status": report["status"],
                       "index_version": report["index"]["after"]["version"],

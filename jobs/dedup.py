@@ -12,7 +12,7 @@ from lsh_spark.cli import build_parser, fail, parse
 from lsh_spark.config import ConfigError
 from lsh_spark.io import InputError
 from lsh_spark.pipeline import run_dedup
-from lsh_spark.session import build_session
+from lsh_spark.session import build_session, stop_session
 
 
 def main(argv=None) -> int:
@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     except (ConfigError, InputError) as exc:
         fail("dedup.py", exc)
     finally:
-        spark.stop()
+        stop_session(spark)
     c = report["counts"]
     print(json.dumps({"output": args.output, **{k: c[k] for k in (
         "input_records", "rejected", "candidate_pairs", "verified_pairs",

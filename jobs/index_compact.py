@@ -18,7 +18,7 @@ import sys
 from lsh_spark.cli import fail
 from lsh_spark.config import ConfigError
 from lsh_spark.index import IndexConflict, compact
-from lsh_spark.session import build_session
+from lsh_spark.session import build_session, stop_session
 
 
 def build_compact_parser() -> argparse.ArgumentParser:
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     except (ConfigError, IndexConflict) as exc:
         fail("index_compact.py", exc)
     finally:
-        spark.stop()
+        stop_session(spark)
     print(json.dumps(result))
     return 0
 

@@ -180,7 +180,7 @@ def run_stage(name: str, description: str, stage, needs_input: bool, requires: t
     """Main of a per-stage job: parse flags, check earlier stages, run, merge the report."""
     from lsh_spark.io import InputError, StagewiseOutput
     from lsh_spark.pipeline import describe_bounded_families, merge_reports, report_header
-    from lsh_spark.session import build_session, size_shuffle_partitions
+    from lsh_spark.session import build_session, size_shuffle_partitions, stop_session
     parser = build_parser(f"{name}.py", description, need_input=needs_input)
     args, cfg = parse(parser, argv)
     spark = build_session(f"lsh-spark {name}")
@@ -207,6 +207,6 @@ def run_stage(name: str, description: str, stage, needs_input: bool, requires: t
     except (ConfigError, InputError) as exc:
         fail(f"{name}.py", exc)
     finally:
-        spark.stop()
+        stop_session(spark)
     print(json.dumps({"stage": name, "output": args.output, **section.get("counts", {})}))
     return 0

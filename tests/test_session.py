@@ -1,0 +1,119 @@
+"""Session start and stop: the end-of-job stop and the venv's pyspark import path."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from lsh_spark.session import stop_session
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Server:
+    server_shutdown = False
+
+
+class _Context:
+    def __init__(self, server):
+        self._accumulatorServer = server
+
+
+class _Session:
+    """Records what ``stop()`` saw of the accumulator server."""
+
+    def __init__(self, server, fail: bool = False):
+        self.sparkContext = _Context(server)
+        self.fail = fail
+        self.stopped_with = "not stopped"
+
+    def stop(self):
+        self.stopped_with = self.sparkContext._accumulatorServer
+        if self.fail:
+            raise RuntimeError("JVM gone")
+
+
+def test_stop_session_stops_without_the_accumulator_server_then_flags_it():
+    server = _Server()
+    spark = _Session(server)
+    stop_session(spark)
+    assert spark.stopped_with is None  # stop() did not wait for the server
+    assert server.server_shutdown  # its handler ends at its next poll
+    assert spark.sparkContext._accumulatorServer is None
+
+
+def test_stop_session_flags_the_server_when_stop_fails():
+    server = _Server()
+    with pytest.raises(RuntimeError, match="JVM gone"):
+        stop_session(_Session(server, fail=True))
+    assert server.server_shutdown
+
+
+@pytest.mark.parametrize("server", [None, object()])
+def test_stop_session_is_a_plain_stop_without_a_known_server(server):
+    spark = _Session(server)
+    stop_session(spark)
+    assert spark.stopped_with is server
+
+
+def _pyspark_site():
+    spec = importlib.util.spec_from_file_location("pyspark_site", ROOT / "scripts" / "pyspark_site.py")
+    module = importlib.util.module_from_spec(spec)
+    env = os.environ.get("LSH_SPARK_PYSPARK_ZIP")
+    os.environ["LSH_SPARK_PYSPARK_ZIP"] = "1"  # load it without touching sys.path
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if env is None:
+            del os.environ["LSH_SPARK_PYSPARK_ZIP"]
+        else:
+            os.environ["LSH_SPARK_PYSPARK_ZIP"] = env
+    return module
+
+
+def test_pyspark_site_moves_only_the_zips_of_its_own_pyspark(tmp_path):
+    site = tmp_path / "site-packages"
+    lib = site / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    own = [str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")]
+    other = str(tmp_path / "spark" / "python" / "lib" / "pyspark.zip")
+    path = [own[0], own[1], other, str(tmp_path / "code"), str(site)]
+    assert _pyspark_site().reordered(path, str(site)) == [other, str(tmp_path / "code"),
+                                                          str(site), *own]
+    # Another Spark installation's zips (a cluster's SPARK_HOME) stay first.
+    assert _pyspark_site().reordered([other, str(site)], str(site)) == [other, str(site)]
+
+
+def test_pyspark_site_follows_symbolic_links(tmp_path):
+    site = tmp_path / "site-packages"
+    (site / "pyspark" / "python" / "lib").mkdir(parents=True)
+    (tmp_path / "lib64").symlink_to(site)
+    linked = str(tmp_path / "lib64" / "pyspark" / "python" / "lib" / "pyspark.zip")
+    assert _pyspark_site().reordered([linked, "x"], str(site)) == ["x", linked]
+
+
+def test_venv_imports_pyspark_from_site_packages_not_the_zip():
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    if not (purelib / "_lsh_spark_pyspark_site.pth").exists():
+        pytest.skip("not the virtualenv of scripts/setup-env.sh")
+    lib = purelib / "pyspark" / "python" / "lib"
+    zips = sorted(str(p) for p in lib.glob("*.zip"))
+    assert len(zips) == 2  # pyspark.zip and py4j's, as spark-submit puts them first
+    code = "import pyspark, py4j; print(pyspark.__file__); print(py4j.__file__)"
+
+    def files(**env):
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(zips),
+                                              **env})
+        return run.stdout.split()
+
+    assert all(not any(z in f for z in zips) for f in files())
+    assert all(f.startswith(str(purelib)) for f in files())
+    # The switch keeps Spark's order.
+    assert all(any(f.startswith(z) for z in zips) for f in files(LSH_SPARK_PYSPARK_ZIP="1"))
