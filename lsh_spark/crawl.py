@@ -91,13 +91,6 @@ def _small(df: DataFrame, rows: int) -> DataFrame:
     return F.broadcast(df) if rows <= BROADCAST_ID_ROWS else df
 
 
-def _swap(out: StagedOutput, spark: SparkSession, df: DataFrame, name: str) -> None:
-    """Replace dataset ``name`` of the staged output by ``df`` (which may read it)."""
-    out.write(df, name + ".new")
-    out.fs.delete(out.path(name))
-    out.fs.rename(out.path(name + ".new"), out.path(name))
-
-
 def _reject_indexed(spark: SparkSession, out: StagedOutput, index: CrawlIndex,
                     parent: Manifest) -> int:
     """Move batch records whose id is already in the index to ``rejects/``."""
@@ -114,9 +107,9 @@ def _reject_indexed(spark: SparkSession, out: StagedOutput, index: CrawlIndex,
                                     "index since batch "), F.col("batch_id"))
             rejects = _read(spark, out, "rejects").unionByName(
                 hits.select("id", reason.alias("reason")))
-            _swap(out, spark, rejects, "rejects")
-            _swap(out, spark, sigs.join(F.broadcast(hits.select("id")), "id", "left_anti"),
-                  "signatures")
+            out.replace(rejects, "rejects")
+            out.replace(sigs.join(F.broadcast(hits.select("id")), "id", "left_anti"),
+                        "signatures")
     finally:
         hits.unpersist()
     return found

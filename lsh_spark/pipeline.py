@@ -85,6 +85,7 @@ class Output(Protocol):
 
     def path(self, name: str) -> str: ...
     def write(self, df: DataFrame, name: str, **options: str) -> None: ...
+    def read(self, name: str) -> DataFrame: ...
 
 
 def observed(df: DataFrame, **metrics: Column) -> tuple[DataFrame, Observation]:
@@ -125,7 +126,7 @@ class Timer:
 
 
 def _read(spark: SparkSession, out: Output, name: str) -> DataFrame:
-    return spark.read.parquet(out.path(name))
+    return out.read(name)
 
 
 def _restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame:

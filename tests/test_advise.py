@@ -54,6 +54,11 @@ def test_predicted_recall_matches_a_real_run(spark, tmp_path, corpus):
     stage_signatures(spark, str(corpus), out, given)
     stage_candidates(spark, out, given)
     stage_verify(spark, out, given)
+    # The stages read their datasets back with the schemas recorded at write
+    # time: each is the one Spark infers from the files.
+    assert {"shingles", "signatures", "rejects", "candidates", "blocks", "pairs"} <= set(out.schemas)
+    for name, schema in out.schemas.items():
+        assert schema == spark.read.parquet(out.path(name)).schema, name
     truth = _truth(spark, out.path("shingles"), 0.8)
     found = {tuple(sorted((r["id_a"], r["id_b"])))
              for r in spark.read.parquet(out.path("pairs")).collect()}

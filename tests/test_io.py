@@ -91,3 +91,33 @@ def test_inferred_json_schema_is_reused_only_for_unchanged_input(spark, tmp_path
     os.utime(path, (time.time() + 5, time.time() + 5))
     changed, _ = read_corpus(spark, str(path), DedupConfig())
     assert "url" in changed.columns and "url" not in first.columns
+
+
+@pytest.mark.parametrize("kind", ["staged", "stagewise"])
+def test_outputs_read_back_with_the_schema_spark_infers(spark, tmp_path, kind):
+    from pyspark.sql import functions as F
+
+    from lsh_spark.io import StagedOutput, StagewiseOutput
+
+    out = (StagedOutput if kind == "staged" else StagewiseOutput)(spark, str(tmp_path / "out"))
+    # Non-null columns, an array without null elements, a struct, a map, bytes,
+    # and a column with metadata: Parquet gives them all back nullable.
+    df = spark.range(3).select(
+        "id", F.array("id", F.lit(7)).alias("a"),
+        F.struct(F.col("id").alias("x"), F.lit("s").alias("y")).alias("s"),
+        F.create_map(F.lit("k"), F.col("id")).alias("m"), F.lit(b"\x00").alias("b"),
+        F.col("id").cast("string").alias("t", metadata={"note": "kept"}))
+    out.write(df, "d")
+    assert out.read("d").schema == spark.read.parquet(out.path("d")).schema
+    assert not df.schema["id"].nullable and out.read("d").schema["id"].nullable
+    assert sorted(out.read("d").collect()) == sorted(df.collect())
+    if kind == "staged":
+        # Replacing a dataset replaces its recorded schema.
+        out.replace(out.read("d").select("id", F.lit(1.5).alias("z")), "d")
+        assert out.read("d").columns == ["id", "z"]
+        assert out.read("d").schema == spark.read.parquet(out.path("d")).schema
+        assert "d.new" not in out.schemas
+    else:
+        # A later stage job (another process) infers the schema: the same one.
+        later = StagewiseOutput(spark, str(tmp_path / "out"))
+        assert later.schemas == {} and later.read("d").schema == out.read("d").schema
