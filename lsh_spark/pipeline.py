@@ -12,6 +12,7 @@ functions of the other modules and time them; all I/O goes through
 from __future__ import annotations
 
 import math
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -36,9 +37,12 @@ from lsh_spark.config import VECTOR_METHODS, DedupConfig
 from lsh_spark.io import (
     FileSystem,
     InputError,
+    InputSchemaChanged,
     StagedOutput,
     check_unique_ids,
+    confirm_json_head,
     detect_format,
+    infer_json_schema_in_background,
     input_files,
     read_corpus,
 )
@@ -137,23 +141,26 @@ def _restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame
     return df.withColumnRenamed("_input_id", "id") if "_input_id" in df.columns else df
 
 
-def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
-                     ) -> dict[str, Any]:
+def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig,
+                     head_types: bool = False) -> dict[str, Any]:
     """Read, validate, normalize, shingle, MinHash (or SimHash; vectors: project).
 
     Writes ``shingles/`` (vectors: ``vectors/``), ``signatures/`` and ``rejects/``.
+    ``head_types``: JSON Lines input may be read with the id and text types of
+    its first lines (see :func:`lsh_spark.io.read_corpus`, whose duties then
+    fall to the caller).
     """
     if cfg.method in VECTOR_METHODS:
         return stage_vector_signatures(spark, input_path, out, cfg)
     timer = Timer(spark)
+    # One pass over the input writes every record's features (rejected ones
+    # with a reason and null shingles); signatures and rejects are derived
+    # from that Parquet, and verification reads the shingle sets from it
+    # instead of re-reading and re-normalizing the input.
+    fused = cfg.method == "minhash" and cfg.shingle == "word"
     with timer("read"):
-        raw, facts = read_corpus(spark, input_path, cfg)
+        raw, facts = read_corpus(spark, input_path, cfg, head_types=head_types and fused)
     with timer("signatures"):
-        # One pass over the input writes every record's features (rejected ones
-        # with a reason and null shingles); signatures and rejects are derived
-        # from that Parquet, and verification reads the shingle sets from it
-        # instead of re-reading and re-normalizing the input.
-        fused = cfg.method == "minhash" and cfg.shingle == "word"
         if fused:
             # Normalize, shingle, fingerprint and MinHash in one Python pass.
             features = word_minhash_features(
@@ -682,7 +689,23 @@ def _s_curve_png(cfg: DedupConfig) -> bytes:
 
 def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfig,
               overwrite: bool = False) -> dict[str, Any]:
-    """Run every stage into ``output`` atomically and return the report."""
+    """Run every stage into ``output`` atomically and return the report.
+
+    JSON Lines input: the signature pass reads only the id and text columns,
+    typed from the input's first lines, while Spark infers the whole schema
+    (a full pass over the input, needed for ``deduped/``) in the background,
+    beside the candidate and verification stages.  If the whole input types
+    the id or text otherwise, the run starts again with that schema.
+    """
+    try:
+        return _run_dedup(spark, input_path, output, cfg, overwrite, head_types=True)
+    except InputSchemaChanged as exc:
+        sys.stderr.write(f"lsh-spark: {exc}; starting again with the whole input's schema\n")
+        return _run_dedup(spark, input_path, output, cfg, overwrite, head_types=False)
+
+
+def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfig,
+               overwrite: bool, head_types: bool) -> dict[str, Any]:
     out = StagedOutput(spark, output, overwrite)
     started = time.perf_counter()
     # The S-curve depends on the configuration alone: it is drawn while the
@@ -694,9 +717,11 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
         size_shuffle_partitions(spark, FileSystem(spark, input_path).size_bytes(input_path))
         spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
         crawl = extract_crawl_input(spark, input_path, out, cfg)
-        signatures = stage_signatures(spark, input_path, out, cfg)
+        signatures = stage_signatures(spark, input_path, out, cfg, head_types=head_types)
+        infer_json_schema_in_background(spark, input_path)
         candidates = stage_candidates(spark, out, cfg, signatures["counts"]["accepted"])
         verified = stage_verify(spark, out, cfg)
+        confirm_json_head(spark, input_path)
         report = merge_reports(
             report_header(input_path, cfg),
             crawl,

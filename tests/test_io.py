@@ -121,3 +121,100 @@ def test_outputs_read_back_with_the_schema_spark_infers(spark, tmp_path, kind):
         # A later stage job (another process) infers the schema: the same one.
         later = StagewiseOutput(spark, str(tmp_path / "out"))
         assert later.schemas == {} and later.read("d").schema == out.read("d").schema
+
+
+@pytest.mark.parametrize("lines, expected", [
+    (['{"id": "a", "text": "x"}', '{"id": "b", "text": "y", "url": 3}'], "string"),
+    (['{"id": 1, "text": "x"}', '{"id": -9223372036854775808, "text": "y"}'], "bigint"),
+    # Nulls, absent values, malformed lines and non-objects say nothing.
+    (['{"id": 1, "text": null}', '{"text": "x"}', "{oops", "[1, 2]", '{"id": 2, "text": "y"}'],
+     "bigint"),
+    (['{"id": 1, "text": "x"}', '{"id": "b", "text": "y"}'], None),  # Spark: string
+    (['{"id": 9223372036854775808, "text": "x"}'], None),  # Spark: decimal
+    (['{"id": true, "text": "x"}'], None),
+    (['{"id": 1.5, "text": "x"}'], None),
+    (['{"id": 1, "text": 7}'], None),
+    (['{"id": 1, "body": "x"}'], None),  # no text seen
+    (['{"text": "x"}'], None),  # no id seen: derived ids need every column
+    ([], None),
+])
+def test_head_json_types_only_when_clear(lines, expected):
+    from lsh_spark.io import head_json_types
+
+    got = head_json_types(lines, "id", "text")
+    if expected is None:
+        assert got is None
+    else:
+        assert got.simpleString() == f"struct<id:{expected},text:string>"
+
+
+def test_head_json_types_agree_with_spark(spark, tmp_path):
+    from lsh_spark.io import head_json_types
+
+    for lines in (['{"id": "a", "text": "x", "n": 1}'], ['{"id": 5, "text": "x"}']):
+        path = tmp_path / f"h{len(str(lines))}.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        inferred = spark.read.json(str(path)).schema
+        head = head_json_types(lines, "id", "text")
+        assert [(f.name, f.dataType) for f in head.fields] == [
+            ("id", inferred["id"].dataType), ("text", inferred["text"].dataType)]
+
+
+def test_head_lines_of_plain_and_compressed_files(spark, tmp_path):
+    from lsh_spark.io import FileSystem
+
+    rows = [json.dumps({"id": i, "text": "w" * 50}) for i in range(100)]
+    (tmp_path / "p.jsonl").write_text("\n".join(rows) + "\n")
+    with gzip.open(tmp_path / "g.jsonl.gz", "wt") as f:
+        f.write("\n".join(rows) + "\n")
+    fs = FileSystem(spark, str(tmp_path))
+    for name in ("p.jsonl", "g.jsonl.gz"):
+        head = fs.head_lines(str(tmp_path / name), 300)
+        assert head == rows[:len(head)] and 3 <= len(head) <= 5
+        assert fs.head_lines(str(tmp_path / name), 10**6) == rows
+
+
+def _late_corpus(path, late_id):
+    """Documents with integer ids, near-duplicate pairs, and a last record whose
+    id is ``late_id`` and which alone has the column ``late``."""
+    words = [f"w{i}" for i in range(400)]
+    rows = []
+    for i in range(40):
+        text = " ".join(words[(i // 2) * 9:(i // 2) * 9 + 30])
+        rows.append({"id": i, "text": text + (" extra" if i % 2 else "")})
+    rows.append({"id": late_id, "text": " ".join(words[300:340]), "late": "kept"})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.mark.parametrize("late_id", [40, "x40"])
+def test_dedup_reads_first_lines_types_and_keeps_every_column(spark, tmp_path, monkeypatch,
+                                                               capsys, late_id):
+    import lsh_spark.io as io_module
+    from lsh_spark.pipeline import run_dedup
+
+    path = tmp_path / "c.jsonl"
+    _late_corpus(path, late_id)
+    cfg = DedupConfig(threshold=0.5)
+    monkeypatch.setattr(io_module, "HEAD_CHARS", 500)  # the first few lines only
+    threads = []
+    infer = io_module._infer_json
+    monkeypatch.setattr(io_module, "_infer_json", lambda *a: threads.append(
+        __import__("threading").current_thread().name) or infer(*a))
+    report = run_dedup(spark, str(path), str(tmp_path / "head"), cfg)
+    assert threads == ["lsh-spark-json-schema"]  # the whole schema, beside the run
+    restarted = "starting again with the whole input's schema" in capsys.readouterr().err
+    # A string id after integer ones: the run starts again with the whole schema.
+    assert restarted == isinstance(late_id, str)
+    monkeypatch.setattr(io_module, "HEAD_CHARS", 0)  # no head: the whole schema at once
+    io_module._JSON_SCHEMAS.clear()
+    whole = run_dedup(spark, str(path), str(tmp_path / "whole"), cfg)
+    assert report["counts"] == whole["counts"]
+    assert report["counts"]["rejected"] == 0 and report["counts"]["input_records"] == 41
+    for name in ("clusters", "pairs", "deduped"):
+        a = spark.read.parquet(str(tmp_path / "head" / name))
+        b = spark.read.parquet(str(tmp_path / "whole" / name))
+        assert a.schema == b.schema and sorted(a.collect()) == sorted(b.collect()), name
+    deduped = spark.read.parquet(str(tmp_path / "head" / "deduped"))
+    assert "late" in deduped.columns  # a column the first lines do not have
+    assert deduped.filter("late = 'kept'").count() == 1
+    assert report["counts"]["verified_pairs"] >= 10
