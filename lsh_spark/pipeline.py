@@ -701,11 +701,13 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
         return _run_dedup(spark, input_path, output, cfg, overwrite, head_types=True)
     except InputSchemaChanged as exc:
         sys.stderr.write(f"lsh-spark: {exc}; starting again with the whole input's schema\n")
-        return _run_dedup(spark, input_path, output, cfg, overwrite, head_types=False)
+        return _run_dedup(spark, input_path, output, cfg, overwrite, head_types=False,
+                          restarted=str(exc))
 
 
 def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfig,
-               overwrite: bool, head_types: bool) -> dict[str, Any]:
+               overwrite: bool, head_types: bool, restarted: str | None = None
+               ) -> dict[str, Any]:
     out = StagedOutput(spark, output, overwrite)
     started = time.perf_counter()
     # The S-curve depends on the configuration alone: it is drawn while the
@@ -731,6 +733,8 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
             stage_cluster(spark, input_path, out, cfg, verified["counts"]["verified_pairs"]),
         )
         report["seconds"]["total"] = round(time.perf_counter() - started, 3)
+        if restarted:  # the report's figures are the second attempt's
+            report["input"]["restarted_with_whole_schema"] = restarted
         describe_bounded_families(spark, out, report)
         counts = report["counts"]
         if counts["clustered_documents"] + counts["rejected"] != counts["input_records"]:

@@ -205,10 +205,14 @@ def test_dedup_reads_first_lines_types_and_keeps_every_column(spark, tmp_path, m
     restarted = "starting again with the whole input's schema" in capsys.readouterr().err
     # A string id after integer ones: the run starts again with the whole schema.
     assert restarted == isinstance(late_id, str)
+    assert report["input"].get("restarted_with_whole_schema") == (
+        f"column 'id' is bigint in the first lines of {path} and string in the whole input"
+        if restarted else None)
     monkeypatch.setattr(io_module, "HEAD_CHARS", 0)  # no head: the whole schema at once
     io_module._JSON_SCHEMAS.clear()
     whole = run_dedup(spark, str(path), str(tmp_path / "whole"), cfg)
     assert report["counts"] == whole["counts"]
+    assert "restarted_with_whole_schema" not in whole["input"]
     assert report["counts"]["rejected"] == 0 and report["counts"]["input_records"] == 41
     for name in ("clusters", "pairs", "deduped"):
         a = spark.read.parquet(str(tmp_path / "head" / name))
