@@ -221,10 +221,11 @@ def input_files(spark: SparkSession, path: str) -> list[str]:
 # Inferred JSON schemas by input path and file listing (names, sizes, times):
 # inference is a full pass over the input, and one job reads it in several stages.
 _JSON_SCHEMAS: dict[tuple, T.StructType] = {}
-# Inferences running in the background, and the (id, text) schemas read from
-# the first lines that runs use meanwhile (see read_corpus), by the same key.
+# Inferences running in the background, by the same key, and, by input path,
+# the key and the (id, text) schema read from the first lines that a run uses
+# meanwhile (see read_corpus): the run's later steps need no listing of their own.
 _JSON_PENDING: dict[tuple, Future] = {}
-_JSON_HEADS: dict[tuple, T.StructType] = {}
+_JSON_HEADS: dict[str, tuple[tuple, T.StructType]] = {}
 # Characters of the first file's first lines that the id and text types are
 # read from.
 HEAD_CHARS = 1 << 20
@@ -300,7 +301,7 @@ def _read_jsonl(spark: SparkSession, path: str,
             FileSystem(spark, path).head_lines(key[1][0][0], HEAD_CHARS) if key[1] else [],
             *head_columns)
         if head is not None:
-            _JSON_HEADS[key] = head
+            _JSON_HEADS[path] = (key, head)
             return _json_reader(spark, head.add(T.StructField(CORRUPT, T.StringType(), True))
                                 ).json(path)
     return _json_reader(spark, _full_json_schema(spark, key)).json(path)
@@ -310,8 +311,10 @@ def infer_json_schema_in_background(spark: SparkSession, path: str) -> None:
     """Start Spark's schema inference of JSON input ``path`` in a background
     thread, if a run read it with its first lines' types (see :func:`read_corpus`)
     and nothing has started it yet; its job runs beside the run's own."""
-    key = _json_key(spark, path)
-    if key not in _JSON_HEADS or key in _JSON_SCHEMAS or key in _JSON_PENDING:
+    if path not in _JSON_HEADS:
+        return
+    key = _JSON_HEADS[path][0]
+    if key in _JSON_SCHEMAS or key in _JSON_PENDING:
         return
     future: Future = Future()
 
@@ -335,10 +338,9 @@ def confirm_json_head(spark: SparkSession, path: str) -> None:
     start again (it then uses the whole schema).  Does nothing for input read
     with the whole schema.
     """
-    key = _json_key(spark, path)
-    head = _JSON_HEADS.pop(key, None)
-    if head is None:
+    if path not in _JSON_HEADS:
         return
+    key, head = _JSON_HEADS.pop(path)
     full = _full_json_schema(spark, key)
     for field in head.fields:
         if field.name not in full.names or full[field.name].dataType != field.dataType:
