@@ -14,8 +14,10 @@ scores every system's pairs against the same exact ground truth
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -71,11 +73,15 @@ def tree_memory(procs: list[psutil.Process]) -> int:
     return total
 
 
-def without_jit(opts: str) -> str:
-    """``SPARK_SUBMIT_OPTS`` without the JIT thresholds of scripts/setup-env.sh
-    (``LSH_SPARK_JIT_OPTS``), which suit lsh-spark's jobs but not MLlib's."""
-    jit = os.environ.get("LSH_SPARK_JIT_OPTS", "").split()
-    return " ".join(o for o in opts.split() if o not in jit)
+def peer_opts(opts: str) -> str:
+    """``SPARK_SUBMIT_OPTS`` without lsh-spark's own JVM tuning from scripts/setup-env.sh:
+    the JIT thresholds (``LSH_SPARK_JIT_OPTS``), which made MLlib 15% slower, and
+    the collector (``LSH_SPARK_GC_OPTS``), which made no difference to it (278.4 s
+    with Parallel GC, 280.7 s with G1 on the 41k corpus), so the peers run with
+    the JVM's defaults."""
+    ours = (os.environ.get("LSH_SPARK_JIT_OPTS", "") + " "
+            + os.environ.get("LSH_SPARK_GC_OPTS", "")).split()
+    return " ".join(o for o in opts.split() if o not in ours)
 
 
 def run_measured(cmd: list[str], env: dict | None = None) -> dict:
@@ -106,6 +112,28 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
             "tail": out.strip().splitlines()[-3:]}
 
 
+def ground_truth(corpus: str, threshold: float, cache_dir: str) -> dict:
+    """All pairs with exact Jaccard >= ``threshold`` (bench/quality.py), cached.
+
+    The pure-Python all-pairs search takes minutes on a 40k-document corpus, so
+    its result is kept in ``cache_dir`` under a key of the corpus's path, size
+    and modification time and the threshold; any change to the corpus misses.
+    """
+    st = os.stat(corpus)
+    key = hashlib.sha256(f"{os.path.abspath(corpus)}|{st.st_size}|{st.st_mtime_ns}|"
+                         f"{threshold!r}".encode()).hexdigest()[:16]
+    path = os.path.join(cache_dir, f"truth-{key}.pkl")
+    if os.path.exists(path):
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    truth = all_pairs(load(corpus, "id", "text", 5), threshold)
+    os.makedirs(cache_dir, exist_ok=True)
+    with open(path + ".tmp", "wb") as fh:
+        pickle.dump(truth, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(path + ".tmp", path)
+    return truth
+
+
 def spark_submit() -> str:
     return os.path.join(os.path.dirname(sys.executable), "spark-submit")
 
@@ -131,6 +159,9 @@ def main() -> None:
     # The fewest tables with P(candidate | J = 0.8) = 1 - 0.2**t >= 0.99, the
     # criterion lsh-spark's own banding uses (3 measured 0.9958 recall here).
     p.add_argument("--mllib-tables", type=int, default=3)
+    p.add_argument("--truth-cache", default=os.path.join(ROOT, "bench", "out", "truth"),
+                   help="folder where the exact ground truth of a corpus is kept between "
+                        "runs (keyed by the corpus's path, size, mtime and the threshold)")
     p.add_argument("--max-bucket-size", type=int, default=None,
                    help="passed to lsh-spark (default: its own default)")
     # Recall is counted over the pairs each system lists, and the peers list
@@ -142,9 +173,8 @@ def main() -> None:
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    # The peers run with the JVM's default JIT: the thresholds the set-up
-    # gives lsh-spark's jobs (scripts/setup-env.sh) made MLlib 15% slower.
-    peer_env = dict(env, SPARK_SUBMIT_OPTS=without_jit(os.environ.get("SPARK_SUBMIT_OPTS", "")))
+    # The peers run with the JVM's default JIT and collector (see peer_opts).
+    peer_env = dict(env, SPARK_SUBMIT_OPTS=peer_opts(os.environ.get("SPARK_SUBMIT_OPTS", "")))
     log4j = f"-Dlog4j2.configurationFile=file:{ROOT}/conf/log4j2.properties"
     submit = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory,
               "--driver-java-options", log4j]
@@ -172,7 +202,7 @@ def main() -> None:
         results[system] = run_measured(cmd, env if system == "lsh-spark" else peer_env)
         results[system]["docs_per_second"] = round(n_docs / results[system]["seconds"], 1)
     print("computing exact ground truth ...", file=sys.stderr, flush=True)
-    truth = all_pairs(load(args.corpus, "id", "text", 5), args.threshold)
+    truth = ground_truth(args.corpus, args.threshold, args.truth_cache)
     for system, res in results.items():
         out = os.path.join(args.work, system)
         if res["exit"] != 0:

@@ -81,6 +81,14 @@ if [ "${LSH_SPARK_CDS:-1}" != "0" ]; then
   fi
 fi
 
+# Appends JVM options to SPARK_SUBMIT_OPTS once, however often this is sourced.
+_lsh_spark_submit_opts() {
+  case " ${SPARK_SUBMIT_OPTS:-} " in
+    *" $1 "*) ;;
+    *) export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }$1" ;;
+  esac
+}
+
 # JIT: HotSpot's optimizing compiler (C2) took about 18 of the 45 CPU seconds
 # of a 41,000-document run on 2 cores, mostly compiling Spark's planning,
 # closure-cleaning and generated code that runs only a few thousand times.
@@ -93,8 +101,18 @@ if [ "${LSH_SPARK_JIT:-1}" != "0" ]; then
   LSH_SPARK_JIT_OPTS="-XX:Tier4InvocationThreshold=150000 -XX:Tier4MinInvocationThreshold=18000"
   LSH_SPARK_JIT_OPTS="$LSH_SPARK_JIT_OPTS -XX:Tier4CompileThreshold=450000 -XX:Tier4BackEdgeThreshold=1200000"
   export LSH_SPARK_JIT_OPTS
-  case " ${SPARK_SUBMIT_OPTS:-} " in
-    *" $LSH_SPARK_JIT_OPTS "*) ;;  # sourced twice
-    *) export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }$LSH_SPARK_JIT_OPTS" ;;
-  esac
+  _lsh_spark_submit_opts "$LSH_SPARK_JIT_OPTS"
+fi
+
+# Garbage collector: the throughput collector (Parallel GC) instead of G1, the
+# JVM's default. A batch job has no pause-time goal, and on 2 cores G1's
+# concurrent refinement and marking threads and its barriers competed with the
+# tasks: in alternated 41,000-document runs the median system CPU time fell by
+# a quarter and the verification stage's by 2 s (README, "Garbage collector").
+# LSH_SPARK_GC=0 keeps G1. Like the JIT options, it reaches only the JVM that
+# spark-submit starts for the driver (every task in local mode).
+if [ "${LSH_SPARK_GC:-1}" != "0" ]; then
+  LSH_SPARK_GC_OPTS="-XX:+UseParallelGC"
+  export LSH_SPARK_GC_OPTS
+  _lsh_spark_submit_opts "$LSH_SPARK_GC_OPTS"
 fi

@@ -1,4 +1,5 @@
-"""Session start and stop: the end-of-job stop and the venv's pyspark import path."""
+"""Session start and stop: the end-of-job stop, the venv's pyspark import path and the
+JVM options of the set-up."""
 
 from __future__ import annotations
 
@@ -117,3 +118,34 @@ def test_venv_imports_pyspark_from_site_packages_not_the_zip():
     assert all(f.startswith(str(purelib)) for f in files())
     # The switch keeps Spark's order.
     assert all(any(f.startswith(z) for z in zips) for f in files(LSH_SPARK_PYSPARK_ZIP="1"))
+
+
+def _submit_opts(**env) -> str:
+    """``SPARK_SUBMIT_OPTS`` after sourcing scripts/setup-env.sh twice with ``env``."""
+    setup = ROOT / "scripts" / "setup-env.sh"
+    script = f"source '{setup}'; source '{setup}'; " 'printf "%s" "${SPARK_SUBMIT_OPTS:-}"'
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "SPARK_SUBMIT_OPTS": "", **env})
+    return run.stdout
+
+
+def test_setup_env_selects_the_parallel_collector_once():
+    if "LSH_SPARK_EXTRAS" not in os.environ or "LSH_SPARK_GC_OPTS" not in os.environ:
+        pytest.skip("not run through scripts/test.sh (sourcing the set-up could reinstall)")
+    opts = _submit_opts().split()
+    assert opts.count("-XX:+UseParallelGC") == 1
+    # The JIT thresholds are still there, once.
+    assert opts.count("-XX:Tier4InvocationThreshold=150000") == 1
+    off = _submit_opts(LSH_SPARK_GC="0").split()
+    assert "-XX:+UseParallelGC" not in off
+    assert "-XX:Tier4InvocationThreshold=150000" in off
+
+
+def test_driver_jvm_runs_the_collector_the_set_up_chose(spark):
+    if "-XX:+UseParallelGC" not in os.environ.get("SPARK_SUBMIT_OPTS", "").split():
+        pytest.skip("SPARK_SUBMIT_OPTS does not select the parallel collector")
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory \
+        .getGarbageCollectorMXBeans()
+    names = {beans.get(i).getName() for i in range(beans.size())}
+    # HotSpot's names for Parallel GC's young and old collectors (G1's are "G1 ...").
+    assert names == {"PS Scavenge", "PS MarkSweep"}
