@@ -716,7 +716,8 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
     s_curve = plotter.submit(_s_curve_png, cfg) if cfg.method != "simhash" else None
     plotter.shutdown(wait=False)
     try:
-        size_shuffle_partitions(spark, FileSystem(spark, input_path).size_bytes(input_path))
+        partitions = size_shuffle_partitions(
+            spark, FileSystem(spark, input_path).size_bytes(input_path))
         spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
         crawl = extract_crawl_input(spark, input_path, out, cfg)
         signatures = stage_signatures(spark, input_path, out, cfg, head_types=head_types)
@@ -733,6 +734,9 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
             stage_cluster(spark, input_path, out, cfg, verified["counts"]["verified_pairs"]),
         )
         report["seconds"]["total"] = round(time.perf_counter() - started, 3)
+        report["execution"] = {
+            "shuffle_partitions": partitions,
+            "adaptive": spark.conf.get("spark.sql.adaptive.enabled").strip().lower() == "true"}
         if restarted:  # the report's figures are the second attempt's
             report["input"]["restarted_with_whole_schema"] = restarted
         describe_bounded_families(spark, out, report)

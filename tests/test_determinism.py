@@ -1,10 +1,13 @@
 """A re-run gives identical results whatever the input layout and the partitioning.
 
-Three runs of ``run_dedup`` on the bundled sample corpus (411 documents):
+Four runs of ``run_dedup`` on the bundled sample corpus (411 documents):
 
 * ``base``:       one input file,               spark.sql.shuffle.partitions = 1
 * ``files``:      seven files, rows shuffled,   spark.sql.shuffle.partitions = 1
 * ``partitions``: one input file,               spark.sql.shuffle.partitions = 7
+* ``static``:     one input file,               spark.sql.shuffle.partitions = 7,
+  adaptive execution off (as :func:`lsh_spark.session.size_adaptive_execution`
+  chooses for small inputs; the session of the tests has it on)
 
 ``signatures/``, ``pairs/`` and ``clusters/`` must be identical between them.
 """
@@ -25,17 +28,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "data", "sample", "corpus.jsonl")
 N_FILES = 7
 SHUFFLE_KEY = "spark.sql.shuffle.partitions"
+ADAPTIVE_KEY = "spark.sql.adaptive.enabled"
 
 
-def _run(spark, input_path, output, shuffle_partitions: int) -> dict:
+def _run(spark, input_path, output, shuffle_partitions: int, adaptive: bool = True) -> dict:
     sc = spark.sparkContext
     old_ckpt = sc.getCheckpointDir()
     old_parts = spark.conf.get(SHUFFLE_KEY)
+    old_adaptive = spark.conf.get(ADAPTIVE_KEY)
     spark.conf.set(SHUFFLE_KEY, str(shuffle_partitions))
+    spark.conf.set(ADAPTIVE_KEY, str(adaptive).lower())
     try:
         return run_dedup(spark, str(input_path), str(output), DedupConfig())
     finally:
         spark.conf.set(SHUFFLE_KEY, old_parts)
+        spark.conf.set(ADAPTIVE_KEY, old_adaptive)
         if old_ckpt:
             sc.setCheckpointDir(posixpath.dirname(old_ckpt))
 
@@ -56,13 +63,14 @@ def runs(spark, tmp_path_factory):
             fh.writelines(shuffled[i::N_FILES])
 
     outputs = {
-        "base": (SAMPLE, 1),
-        "files": (many, 1),
-        "partitions": (SAMPLE, 7),
+        "base": (SAMPLE, 1, True),
+        "files": (many, 1, True),
+        "partitions": (SAMPLE, 7, True),
+        "static": (SAMPLE, 7, False),
     }
     reports = {}
-    for name, (inp, parts) in outputs.items():
-        reports[name] = _run(spark, inp, base / name, parts)
+    for name, (inp, parts, adaptive) in outputs.items():
+        reports[name] = _run(spark, inp, base / name, parts, adaptive)
     return {name: base / name for name in outputs}, reports
 
 
@@ -71,7 +79,7 @@ def _read_sorted(spark, output, name):
     return df.select(sorted(df.columns))
 
 
-@pytest.mark.parametrize("variant", ["files", "partitions"])
+@pytest.mark.parametrize("variant", ["files", "partitions", "static"])
 @pytest.mark.parametrize("dataset", ["signatures", "pairs", "clusters"])
 def test_outputs_identical(spark, runs, variant, dataset):
     outputs, _ = runs
@@ -83,7 +91,7 @@ def test_outputs_identical(spark, runs, variant, dataset):
 def test_runs_found_the_planted_duplicates_and_agree_on_counts(runs):
     _, reports = runs
     counts = [{k: v for k, v in r["counts"].items()} for r in reports.values()]
-    assert counts[0] == counts[1] == counts[2]
+    assert counts[0] == counts[1] == counts[2] == counts[3]
     c = counts[0]
     assert c["input_records"] == 411 and c["rejected"] == 0
     # Not a vacuous comparison: the sample holds planted near and exact duplicates.

@@ -149,3 +149,52 @@ def test_driver_jvm_runs_the_collector_the_set_up_chose(spark):
     names = {beans.get(i).getName() for i in range(beans.size())}
     # HotSpot's names for Parallel GC's young and old collectors (G1's are "G1 ...").
     assert names == {"PS Scavenge", "PS MarkSweep"}
+
+
+class _Conf(dict):
+    def contains(self, key):
+        return key in self
+
+    def get(self, key, default=None):
+        return dict.get(self, key, default)
+
+    def set(self, key, value):
+        self[key] = value
+
+
+class _Sized:
+    """The parts of a session that the sizing functions use."""
+
+    def __init__(self, cores, submitted=None):
+        self.conf = _Conf()
+        self.sparkContext = type("SC", (), {"defaultParallelism": cores,
+                                             "getConf": lambda _self: _Conf(submitted or {})})()
+        self.conf.update(submitted or {})
+
+
+def test_adaptive_execution_off_only_at_the_partition_floor():
+    from lsh_spark.session import size_shuffle_partitions
+
+    small = _Sized(cores=2)
+    assert size_shuffle_partitions(small, 112 << 20) == 4  # 41k documents: the floor
+    assert small.conf["spark.sql.adaptive.enabled"] == "false"
+    large = _Sized(cores=2)
+    assert size_shuffle_partitions(large, 129 << 20) == 5  # one partition above it
+    assert large.conf["spark.sql.adaptive.enabled"] == "true"
+    cluster = _Sized(cores=64)
+    assert size_shuffle_partitions(cluster, 10 << 30) == 320
+    assert cluster.conf["spark.sql.adaptive.enabled"] == "true"
+    # The user's partitions count as the data's.
+    fixed = _Sized(cores=2, submitted={"spark.sql.shuffle.partitions": "200"})
+    assert size_shuffle_partitions(fixed, 1 << 20) == 200
+    assert fixed.conf["spark.sql.adaptive.enabled"] == "true"
+
+
+@pytest.mark.parametrize("value", ["true", "false"])
+def test_users_adaptive_setting_always_wins(value):
+    from lsh_spark.session import size_adaptive_execution
+
+    for partitions in (4, 400):
+        user = _Sized(cores=2, submitted={"spark.sql.adaptive.enabled": value})
+        assert size_adaptive_execution(user, partitions) is (value == "true")
+        assert user.conf["spark.sql.adaptive.enabled"] == value
