@@ -50,7 +50,7 @@ from lsh_spark.minhash import minhash
 from lsh_spark.simhash import add_simhash, block_bounds, explode_tables, hamming
 from lsh_spark.features import word_minhash_features
 from lsh_spark.normalize import checked_texts, prepare
-from lsh_spark.session import size_shuffle_partitions
+from lsh_spark.session import adaptive_enabled, size_shuffle_partitions
 from lsh_spark.shingle import add_shingles, text_hash
 from lsh_spark import verify as verify_module
 from lsh_spark.verify import (
@@ -734,9 +734,8 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
             stage_cluster(spark, input_path, out, cfg, verified["counts"]["verified_pairs"]),
         )
         report["seconds"]["total"] = round(time.perf_counter() - started, 3)
-        report["execution"] = {
-            "shuffle_partitions": partitions,
-            "adaptive": spark.conf.get("spark.sql.adaptive.enabled").strip().lower() == "true"}
+        report["execution"] = {"shuffle_partitions": partitions,
+                               "adaptive": adaptive_enabled(spark)}
         if restarted:  # the report's figures are the second attempt's
             report["input"]["restarted_with_whole_schema"] = restarted
         describe_bounded_families(spark, out, report)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+ADAPTIVE_KEY = "spark.sql.adaptive.enabled"
 # Applied only where the user (spark-submit --conf, spark-defaults) set nothing.
 DEFAULTS = {
-    # Adaptive execution sizes shuffle partitions from the data and splits skewed joins.
-    "spark.sql.adaptive.enabled": "true",
+    # Adaptive execution sizes shuffle partitions from the data and splits skewed joins
+    # (a job that sizes its partitions switches it off at the floor: size_adaptive_execution).
+    ADAPTIVE_KEY: "true",
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
     "spark.sql.adaptive.skewJoin.enabled": "true",
     # Bounds the rows per Arrow batch sent to Python: documents can be megabytes each.
@@ -64,11 +66,20 @@ def size_shuffle_partitions(spark: SparkSession, data_bytes: int,
     if spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         n = int(spark.conf.get("spark.sql.shuffle.partitions"))
     else:
-        cores = spark.sparkContext.defaultParallelism
-        n = max(2 * cores, min(cap, -(-data_bytes // bytes_per_partition)))
+        n = max(_partition_floor(spark), min(cap, -(-data_bytes // bytes_per_partition)))
         spark.conf.set("spark.sql.shuffle.partitions", str(n))
     size_adaptive_execution(spark, n)
     return n
+
+
+def _partition_floor(spark: SparkSession) -> int:
+    """The fewest shuffle partitions :func:`size_shuffle_partitions` gives: two per core."""
+    return 2 * spark.sparkContext.defaultParallelism
+
+
+def adaptive_enabled(spark: SparkSession) -> bool:
+    """Whether the session's queries run with adaptive execution."""
+    return spark.conf.get(ADAPTIVE_KEY).strip().lower() == "true"
 
 
 def size_adaptive_execution(spark: SparkSession, shuffle_partitions: int) -> bool:
@@ -85,9 +96,8 @@ def size_adaptive_execution(spark: SparkSession, shuffle_partitions: int) -> boo
     verification 10.6 s against 8.4 s; identical outputs.  Returns whether it
     is on.
     """
-    key = "spark.sql.adaptive.enabled"
-    if spark.sparkContext.getConf().contains(key):
-        return spark.conf.get(key).strip().lower() == "true"
-    on = shuffle_partitions > 2 * spark.sparkContext.defaultParallelism
-    spark.conf.set(key, "true" if on else "false")
+    if spark.sparkContext.getConf().contains(ADAPTIVE_KEY):
+        return adaptive_enabled(spark)
+    on = shuffle_partitions > _partition_floor(spark)
+    spark.conf.set(ADAPTIVE_KEY, "true" if on else "false")
     return on
