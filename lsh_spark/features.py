@@ -26,7 +26,7 @@ from pyspark.sql import types as T
 
 from lsh_spark.minhash import permutation_params, signature_arrays
 from lsh_spark.normalize import NO_TEXT, TEXT_CHAR, binary_reasons, normalize_array
-from lsh_spark.shingle import text_hash_arrow, word_shingles_arrow
+from lsh_spark.shingle import pack_shingles, packed_slices, text_hash_arrow, word_shingles_arrow
 
 
 def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.RecordBatch:
@@ -48,7 +48,8 @@ def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.Record
                "num_shingles"])
 
 
-def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int) -> DataFrame:
+def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int,
+                          packed: bool = False) -> DataFrame:
     """``(id, text_len, text, reason)`` from :func:`lsh_spark.normalize.checked_texts`
     -> ``(id, text_len, reason, text_hash, shingles, signature, num_shingles)``.
 
@@ -59,7 +60,9 @@ def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int) 
     distinct word ``k``-gram hashes, the 16-byte fingerprint of the normalized
     text and the MinHash signature; rejected ones keep their reason (a text
     with no letter or digit after normalization gets ``no_text_content``) and
-    nulls.
+    nulls.  ``packed``: ``shingles`` as ``binary``, each set's hashes packed
+    by :func:`lsh_spark.shingle.pack_shingles` (what the verification kernels
+    read fastest), instead of ``array<bigint>``.
     """
     a, b = permutation_params(num_perm, seed)
     id_field = checked.schema["id"]
@@ -68,13 +71,21 @@ def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int) 
         T.StructField("text_len", T.IntegerType(), True),
         T.StructField("reason", T.StringType(), True),
         T.StructField("text_hash", T.BinaryType(), True),
-        T.StructField("shingles", T.ArrayType(T.LongType(), False), True),
+        T.StructField("shingles", T.BinaryType() if packed
+                      else T.ArrayType(T.LongType(), False), True),
         T.StructField("signature", T.ArrayType(T.IntegerType(), False), True),
         T.StructField("num_shingles", T.IntegerType(), False),
     ])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            yield _features_batch(batch, k, seed, a, b)
+            out = _features_batch(batch, k, seed, a, b)
+            if not packed:
+                yield out
+                continue
+            i = out.schema.get_field_index("shingles")
+            for start, stop in packed_slices(out.column(i)):
+                part = out.slice(start, stop - start)
+                yield part.set_column(i, "shingles", pack_shingles(part.column(i)))
 
     return checked.select("id", "text_len", "text", "reason").mapInArrow(run, schema)

@@ -142,13 +142,16 @@ def _restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame
 
 
 def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig,
-                     head_types: bool = False) -> dict[str, Any]:
+                     head_types: bool = False, packed: bool = False) -> dict[str, Any]:
     """Read, validate, normalize, shingle, MinHash (or SimHash; vectors: project).
 
     Writes ``shingles/`` (vectors: ``vectors/``), ``signatures/`` and ``rejects/``.
     ``head_types``: JSON Lines input may be read with the id and text types of
     its first lines (see :func:`lsh_spark.io.read_corpus`, whose duties then
-    fall to the caller).
+    fall to the caller).  ``packed``: MinHash on word shingles writes each
+    shingle set to ``shingles/`` as one ``binary`` value
+    (:func:`lsh_spark.shingle.pack_shingles`) instead of ``array<bigint>``; for
+    a run that deletes ``shingles/`` after verifying (:func:`run_dedup`).
     """
     if cfg.method in VECTOR_METHODS:
         return stage_vector_signatures(spark, input_path, out, cfg)
@@ -165,7 +168,7 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
             # Normalize, shingle, fingerprint and MinHash in one Python pass.
             features = word_minhash_features(
                 checked_texts(raw, cfg.text_col, cfg.max_text_chars, binary=False),
-                cfg.shingle_k, cfg.seed, cfg.num_perm)
+                cfg.shingle_k, cfg.seed, cfg.num_perm, packed=packed)
         else:
             prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
             ok = F.col("reason").isNull()
@@ -720,7 +723,9 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
             spark, FileSystem(spark, input_path).size_bytes(input_path))
         spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
         crawl = extract_crawl_input(spark, input_path, out, cfg)
-        signatures = stage_signatures(spark, input_path, out, cfg, head_types=head_types)
+        # shingles/ is deleted before the commit: its sets travel packed.
+        signatures = stage_signatures(spark, input_path, out, cfg, head_types=head_types,
+                                      packed=True)
         infer_json_schema_in_background(spark, input_path)
         candidates = stage_candidates(spark, out, cfg, signatures["counts"]["accepted"])
         verified = stage_verify(spark, out, cfg)

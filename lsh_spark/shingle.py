@@ -230,6 +230,72 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
                                     mask=pa.array(~valid))
 
 
+# A packed shingle set is its sorted int64 hashes as one binary value of
+# little-endian bytes (see pack_shingles); Arrow's binary offsets are int32.
+PACKED_BYTES_LIMIT = (1 << 31) - 1
+
+
+def packed_slices(sets: pa.ListArray, limit: int = PACKED_BYTES_LIMIT) -> list[tuple[int, int]]:
+    """Row ranges ``(start, stop)`` of ``sets`` (``list<int64>``) whose packed
+    bytes (:func:`pack_shingles`) each stay within ``limit``; one range for any
+    batch of ordinary size.  A single set larger than ``limit`` cannot be packed
+    (at 8 bytes a hash, 268 million shingles; ``--max-text-chars`` keeps texts
+    far below that)."""
+    offsets = np.asarray(sets.offsets.to_numpy(zero_copy_only=False), dtype=np.int64) * 8
+    bounds, start = [], 0
+    while start < len(sets):
+        stop = int(np.searchsorted(offsets, offsets[start] + limit, side="right")) - 1
+        if stop <= start:
+            raise ValueError(f"a shingle set of {(offsets[start + 1] - offsets[start]) // 8} "
+                             f"hashes exceeds {limit} bytes packed")
+        bounds.append((start, min(stop, len(sets))))
+        start = bounds[-1][1]
+    return bounds
+
+
+def pack_shingles(sets: pa.ListArray) -> pa.BinaryArray:
+    """``list<int64>`` shingle sets -> ``binary``: each set's hashes as
+    consecutive little-endian int64 bytes, null where the set is null.
+
+    The packed form crosses the JVM and Parquet as one value per document
+    instead of one element per hash (see :func:`shingle_parts` for the way
+    back); the caller keeps a batch within :data:`PACKED_BYTES_LIMIT`
+    (:func:`packed_slices`)."""
+    offsets = np.asarray(sets.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    if (offsets[-1] - offsets[0]) * 8 > PACKED_BYTES_LIMIT:
+        raise ValueError("packed shingle sets exceed Arrow's 2 GiB binary limit; "
+                         "split the batch with packed_slices")
+    values = np.ascontiguousarray(
+        sets.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]], dtype="<i8")
+    byte_offsets = ((offsets - offsets[0]) * 8).astype(np.int32)
+    validity = None
+    if sets.null_count:
+        validity = pa.array(sets.is_valid()).buffers()[1]
+    return pa.BinaryArray.from_buffers(pa.binary(), len(sets),
+                                       [validity, pa.py_buffer(byte_offsets),
+                                        pa.py_buffer(values)], null_count=sets.null_count)
+
+
+def shingle_parts(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Shingle sets, ``list<int64>`` or packed ``binary`` (:func:`pack_shingles`)
+    -> (all hashes set after set as int64, each set's length); a null set has
+    length 0."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
+        wide = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
+        offsets = np.frombuffer(arr.buffers()[1], dtype=wide,
+                                count=len(arr) + 1, offset=arr.offset * np.dtype(wide).itemsize)
+        offsets = offsets.astype(np.int64)
+        data = arr.buffers()[2]
+        values = (np.frombuffer(data, dtype="<i8", count=int(offsets[-1] - offsets[0]) // 8,
+                                offset=int(offsets[0])) if data is not None and offsets[-1] > offsets[0]
+                  else np.zeros(0, dtype=np.int64))
+        return values.astype(np.int64, copy=False), np.diff(offsets) // 8
+    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
+    values = pc.list_flatten(arr).to_numpy(zero_copy_only=False)
+    return values, lengths.astype(np.int64)
+
+
 def text_hash_arrow(norm: pa.Array, seed: int) -> pa.Array:
     """:func:`text_hash` over an Arrow array: 16 bytes per text, null where ``norm`` is."""
     valid = ~np.asarray(norm.is_null().to_numpy(zero_copy_only=False), dtype=bool)

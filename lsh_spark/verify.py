@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lsh_spark.cluster import spanning_forest
+from lsh_spark.shingle import shingle_parts
 
 # Cells of a dense block matrix (documents x shingles) evaluated at a time:
 # 4M cells (16 MiB of float32), whatever the block's shape.
@@ -169,8 +170,8 @@ def pair_jaccards(batch: pa.RecordBatch, threshold: float) -> pa.RecordBatch:
     The Jaccard is ``|A & B| / (|A| + |B| - |A & B|)`` divided in float64, as
     :func:`jaccard` divides in Spark, so both give the same doubles.
     """
-    a_values, a_lengths = _list_parts(batch.column("shingles_a"))
-    b_values, b_lengths = _list_parts(batch.column("shingles_b"))
+    a_values, a_lengths = shingle_parts(batch.column("shingles_a"))
+    b_values, b_lengths = shingle_parts(batch.column("shingles_b"))
     inter = sorted_intersections(a_values, a_lengths, b_values, b_lengths)
     jac = inter / (a_lengths + b_lengths - inter)
     keep = jac >= threshold
@@ -377,20 +378,13 @@ def block_forest(values: np.ndarray, lengths: np.ndarray, threshold: float,
     return i[forest], j[forest], jac[forest]
 
 
-def _list_parts(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
-    values = pc.list_flatten(arr).to_numpy(zero_copy_only=False)
-    return values, lengths.astype(np.int64)
-
-
 def _verify_block(table: pa.Table, threshold: float) -> pa.Table:
     """One task's share of one group: rows ``part`` of ``parts`` (see :func:`row_ranges`)."""
     group = table.column("group")[0].as_py()
     part, parts = table.column("part")[0].as_py(), table.column("parts")[0].as_py()
     table = table.take(pc.sort_indices(table, [("id", "ascending")]))
-    values, lengths = _list_parts(table.column("shingles"))
-    keys, n_keys = _list_parts(table.column("in_blocks"))
+    values, lengths = shingle_parts(table.column("shingles"))
+    keys, n_keys = shingle_parts(table.column("in_blocks"))
     bounds = row_ranges(len(lengths), parts)
     if part + 1 >= len(bounds):
         return pa.Table.from_batches([], PAIR_ARROW_SCHEMA)

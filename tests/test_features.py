@@ -30,6 +30,23 @@ TEXTS = [
 ]
 
 
+def test_packed_features_hold_the_same_sets(spark):
+    # dedup.py's signature pass packs each set into one binary value; every
+    # other column, and the hashes themselves, are those of the unpacked pass.
+    import numpy as np
+
+    raw = spark.createDataFrame(TEXTS, "id string, text string")
+    checked = checked_texts(raw, "text", 1000, binary=False)
+    lists = word_minhash_features(checked, 3, 5, 16)
+    packed = word_minhash_features(checked, 3, 5, 16, packed=True)
+    assert packed.schema["shingles"].dataType.simpleString() == "binary"
+    assert_df_equality(packed.drop("shingles"), lists.drop("shingles"), ignore_row_order=True)
+    want = {r.id: r.shingles for r in lists.collect()}
+    got = {r.id: None if r.shingles is None else np.frombuffer(r.shingles, "<i8").tolist()
+           for r in packed.collect()}
+    assert got == want and sum(v is not None for v in got.values()) >= 8
+
+
 def test_fused_features_equal_the_spark_path(spark):
     raw = spark.createDataFrame(TEXTS, "id string, text string")
     got = word_minhash_features(checked_texts(raw, "text", 1000, binary=False), 3, 5, 16)

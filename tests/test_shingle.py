@@ -136,3 +136,46 @@ def test_numpy_word_shingles_of_an_empty_batch_and_all_nulls():
     assert word_shingles_arrow(pa.array([], type=pa.large_string()), 5, 1).to_pylist() == []
     assert word_shingles_arrow(pa.array([None, None], type=pa.large_string()), 5, 1
                                ).to_pylist() == [None, None]
+
+
+# -- packed shingle sets (dedup.py's shingles/) ----------------------------------
+def _sets_array():
+    import pyarrow as pa
+
+    return pa.array([[1, 2, 3], None, [], [-5, 2**62], [-(2**63), 2**63 - 1, 0]],
+                    pa.list_(pa.int64()))
+
+
+@pytest.mark.parametrize("start,stop", [(0, 5), (1, 5), (2, 4), (3, 5), (0, 0)])
+def test_packed_sets_unpack_to_the_same_hashes(start, stop):
+    import numpy as np
+
+    from lsh_spark.shingle import pack_shingles, shingle_parts
+
+    sets = _sets_array().slice(start, stop - start)
+    packed = pack_shingles(sets)
+    assert str(packed.type) == "binary" and len(packed) == len(sets)
+    assert packed.is_null().to_pylist() == sets.is_null().to_pylist()
+    for value, want in zip(packed.to_pylist(), sets.to_pylist()):
+        if want is None:
+            assert value is None
+        else:  # little-endian int64, set after set
+            assert np.frombuffer(value, dtype="<i8").tolist() == want
+    got_values, got_lengths = shingle_parts(packed)
+    want_values, want_lengths = shingle_parts(sets)
+    assert got_values.dtype == np.int64 and got_lengths.tolist() == want_lengths.tolist()
+    assert got_values.tolist() == want_values.tolist() == [
+        h for s in sets.to_pylist() if s for h in s]
+
+
+def test_packed_slices_keep_each_batch_within_the_limit():
+    from lsh_spark.shingle import pack_shingles, packed_slices
+
+    sets = _sets_array()  # 3, 0, 0, 2, 3 hashes: 24, 0, 0, 16, 24 bytes
+    assert packed_slices(sets) == [(0, 5)]
+    assert packed_slices(sets, 40) == [(0, 4), (4, 5)]
+    assert packed_slices(sets, 24) == [(0, 3), (3, 4), (4, 5)]
+    for start, stop in packed_slices(sets, 24):
+        assert pack_shingles(sets.slice(start, stop - start)).buffers()[2].size <= 24
+    with pytest.raises(ValueError, match="3 hashes exceeds 16 bytes"):
+        packed_slices(sets, 16)

@@ -74,6 +74,13 @@ def test_pair_jaccards_equal_python_sets_and_spark(spark):
          pa.array([sets[j].tolist() for _, j in pairs], pa.list_(pa.int64()))],
         names=["id_a", "id_b", "shingles_a", "shingles_b"])
     got = V.pair_jaccards(batch, 0.0)
+    # Packed sets (dedup.py's shingles/) give the same rows.
+    from lsh_spark.shingle import pack_shingles
+
+    packed = pa.RecordBatch.from_arrays(
+        batch.columns[:2] + [pack_shingles(batch.column(2)), pack_shingles(batch.column(3))],
+        names=batch.schema.names)
+    assert V.pair_jaccards(packed, 0.0).equals(got)
     want = {}
     for i, j in pairs:
         a, b = set(sets[i].tolist()), set(sets[j].tolist())
@@ -227,17 +234,19 @@ def test_block_pairs_by_row_range_add_up_to_the_whole_block(monkeypatch, parts, 
             assert np.all((i >= a) & (i < b) & (j > i))
 
 
-@pytest.mark.parametrize("max_group,one_task,pairs_per_task", [
-    (1000, True, 1 << 20), (1000, False, 1 << 20), (30, True, 1 << 20),
-    (1000, True, 100), (30, True, 60)])
+@pytest.mark.parametrize("max_group,one_task,pairs_per_task,packed", [
+    (1000, True, 1 << 20, False), (1000, False, 1 << 20, False), (30, True, 1 << 20, False),
+    (1000, True, 100, False), (30, True, 60, False), (1000, True, 1 << 20, True),
+    (30, True, 60, True)])
 def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group, one_task,
-                                                   pairs_per_task):
+                                                   pairs_per_task, packed):
     """Two overlapping blocks plus pair rows: every pair once, same Jaccard as pair by pair.
 
     With ``max_group`` 1000 the two blocks are verified as one merged group;
     with 30 the group (40 members) is too large and each block is verified alone.
     ``one_task`` False groups the blocks with the distributed connected components.
     A small ``pairs_per_task`` splits every group's rows over several tasks.
+    ``packed``: the sets as dedup.py's shingles/ holds them, one binary value each.
     """
     import lsh_spark.cluster as C
 
@@ -248,6 +257,9 @@ def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group
     ids = [f"d{i:03d}" for i in range(len(sets))]
     sh = spark.createDataFrame(list(zip(ids, [sorted(s) for s in sets])),
                                "id string, shingles array<bigint>")
+    packed_sh = spark.createDataFrame(
+        [(i, np.array(sorted(s), dtype="<i8").tobytes()) for i, s in zip(ids, sets)],
+        "id string, shingles binary")
     blocks = spark.createDataFrame(
         [(11, ids[:30]), (7, ids[10:40])], "block bigint, ids array<string>")
     cands = spark.createDataFrame(
@@ -255,8 +267,9 @@ def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group
         "id_a string, id_b string")
     memberships = V.block_memberships(blocks)
     rest = V.drop_block_pairs(cands, memberships)
-    got = (V.verify_pairs(rest, sh, 0.5)
-           .unionByName(V.verify_blocks(blocks, memberships, sh, 0.5, max_group)).collect())
+    used = packed_sh if packed else sh
+    got = (V.verify_pairs(rest, used, 0.5)
+           .unionByName(V.verify_blocks(blocks, memberships, used, 0.5, max_group)).collect())
     keys = [(r.id_a, r.id_b) for r in got]
     assert len(keys) == len(set(keys)), "a pair was emitted twice"
     inside = {(a, b) for blk in (ids[:30], ids[10:40]) for a in blk for b in blk if a < b}
