@@ -224,8 +224,11 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
     first = np.ones(len(signed), dtype=bool)
     first[1:] = signed[1:] != signed[:-1]
     first[offsets[:-1][sizes > 0]] = True
-    kept = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(np.repeat(np.arange(n), sizes)[first], minlength=n), out=kept[1:])
+    # A text's distinct hashes start where the first-occurrence count reached
+    # at its first slot: one cumulative sum, no per-slot text index.
+    seen = np.zeros(len(first) + 1, dtype=np.int64)
+    np.cumsum(first, out=seen[1:])
+    kept = seen[offsets]
     return pa.ListArray.from_arrays(pa.array(kept.astype(np.int32)), pa.array(signed[first]),
                                     mask=pa.array(~valid))
 
