@@ -41,9 +41,10 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
+
+from lsh_spark.shingle import shingle_parts
 
 MERSENNE_31 = np.uint64((1 << 31) - 1)
 # Shingle values per chunk of the kernel (see the module docstring).
@@ -131,11 +132,11 @@ def signature_arrays(shingles: pa.Array, a: np.ndarray, b: np.ndarray
 
     A null or empty set gets a null signature and 0 shingles.
     """
-    lengths = pc.list_value_length(shingles).fill_null(0).to_numpy(zero_copy_only=False)
+    flat, lengths = shingle_parts(shingles)
     present = lengths > 0
     offsets = np.zeros(int(present.sum()) + 1, dtype=np.int64)
     np.cumsum(lengths[present], out=offsets[1:])
-    values = pc.list_flatten(shingles).to_numpy(zero_copy_only=False).view(np.uint64)
+    values = flat.view(np.uint64)
     sig = minhash_flat(values, offsets, a, b).astype(np.int32)
     num_perm = len(a)
     # Rows without shingles (rejected records passing through) get a null signature.

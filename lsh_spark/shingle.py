@@ -273,7 +273,7 @@ def pack_shingles(sets: pa.ListArray) -> pa.BinaryArray:
     byte_offsets = ((offsets - offsets[0]) * 8).astype(np.int32)
     validity = None
     if sets.null_count:
-        validity = pa.array(sets.is_valid()).buffers()[1]
+        validity = sets.is_valid().buffers()[1]
     return pa.BinaryArray.from_buffers(pa.binary(), len(sets),
                                        [validity, pa.py_buffer(byte_offsets),
                                         pa.py_buffer(values)], null_count=sets.null_count)
@@ -282,7 +282,8 @@ def pack_shingles(sets: pa.ListArray) -> pa.BinaryArray:
 def shingle_parts(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """Shingle sets, ``list<int64>`` or packed ``binary`` (:func:`pack_shingles`)
     -> (all hashes set after set as int64, each set's length); a null set has
-    length 0."""
+    length 0.  Any other ``list<int64>`` column (block keys, say) unpacks the
+    same way."""
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
         wide = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
