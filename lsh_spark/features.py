@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lsh_spark.minhash import permutation_params, signature_arrays
-from lsh_spark.normalize import NO_TEXT, TEXT_CHAR, binary_reasons, normalize_array
+from lsh_spark.normalize import NO_TEXT, TEXT_CHAR, binary_reasons, keep_where, normalize_array
 from lsh_spark.shingle import pack_shingles, packed_slices, text_hash_arrow, word_shingles_arrow
 
 
@@ -34,11 +34,11 @@ def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.Record
     # The control-character check, left out of the JVM checks (see checked_texts).
     # Both it and normalize_array read malformed UTF-8 as U+FFFD (valid_utf8).
     reason = pc.coalesce(batch.column("reason"), binary_reasons(text))
-    norm = normalize_array(pc.if_else(pc.is_null(reason), text, pa.scalar(None, text.type)))
+    norm = normalize_array(keep_where(pc.is_null(reason), text))
     # No letter or digit left: rejected with a reason, like the Spark path.
     empty = pc.invert(pc.match_substring_regex(norm, TEXT_CHAR))
     reason = pc.coalesce(reason, pc.if_else(empty, pa.scalar(NO_TEXT), pa.scalar(None, pa.string())))
-    norm = pc.if_else(pc.is_null(reason), norm, pa.scalar(None, norm.type))
+    norm = keep_where(pc.is_null(reason), norm)
     shingles = word_shingles_arrow(norm, k, seed)
     signature, num_shingles = signature_arrays(shingles, a, b)
     return pa.RecordBatch.from_arrays(

@@ -14,8 +14,8 @@ arithmetic that never changes between numpy versions or machines, so the same
 seed gives the same signatures everywhere.
 
 The kernel works on a flat array of all shingles in a batch, cut at document
-boundaries into chunks of about ``CHUNK`` values (64K: the chunk and its two
-scratch arrays stay in a core's L2 cache while all ``num_perm`` permutations
+boundaries into chunks of about ``CHUNK`` values (32K, 256 KB each: the chunk and
+its two scratch arrays stay in a core's L2 cache while all ``num_perm`` permutations
 pass over it).  Per permutation and chunk: ``a_i * x + b_i`` in place, then the
 remainder by the Mersenne prime without a division: with ``h < 2**62``,
 ``t = (h & p) + (h >> 31)`` is congruent to ``h`` (``2**31 = 1 mod p``) and below
@@ -48,7 +48,10 @@ from lsh_spark.shingle import shingle_parts
 
 MERSENNE_31 = np.uint64((1 << 31) - 1)
 # Shingle values per chunk of the kernel (see the module docstring).
-CHUNK = 1 << 16
+CHUNK = 1 << 15
+# 32K rather than 64K: 0.114 s against 0.124 s (medians of 5) for the 891,269
+# shingles of a 2,048-document batch on a core with 1 MB of L2; 16K and less
+# pay more in per-call overhead than they gain (0.13-0.17 s).
 _P = (1 << 31) - 1
 _MASK64 = (1 << 64) - 1
 

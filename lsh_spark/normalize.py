@@ -63,6 +63,19 @@ def normalize_array(arr: pa.Array) -> pa.Array:
     return merged.take(order)
 
 
+def keep_where(keep: pa.Array, arr: pa.Array) -> pa.Array:
+    """``arr`` where ``keep`` is true, null elsewhere (``arr`` itself when all are kept).
+
+    Not ``pc.if_else(keep, arr, <null scalar>)``: for a sliced string or binary
+    array pyarrow 21 returns offsets that point past its data there (apache/arrow
+    issues 41479 and 49410, fixed by pull request 49443), which is garbage text;
+    a null array in the scalar's place takes the kernel's general path.
+    """
+    if keep.null_count == 0 and keep.true_count == len(keep):
+        return arr
+    return pc.if_else(keep, arr, pa.nulls(len(arr), arr.type))
+
+
 def valid_utf8(arr: pa.Array) -> pa.Array:
     """``arr`` with every malformed UTF-8 sequence replaced by U+FFFD.
 
@@ -134,7 +147,10 @@ def _normalize_ascii(arr: pa.Array) -> pa.Array:
     keep[off[1:][filled] - 1] = False  # the next byte is another text's
     keep |= word
     kept = np.zeros(n, dtype=np.int64)
-    kept[filled] = np.add.reduceat(keep, off[:-1][filled], dtype=np.int64)
+    # Summed as bytes: numpy's reduceat of a bool array into int64 converts
+    # element by element, 10-20 times slower (0.07-0.12 s against 0.006 s
+    # for a batch of 2,048 texts of 13 MB).
+    kept[filled] = np.add.reduceat(keep.view(np.uint8), off[:-1][filled], dtype=np.int64)
     packed = mapped[keep]
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(kept, out=starts[1:])
@@ -145,7 +161,7 @@ def _normalize_ascii(arr: pa.Array) -> pa.Array:
         packed = np.delete(packed, starts[:-1][lead])
         starts[1:] -= np.cumsum(lead)
     out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(starts), pa.py_buffer(packed.tobytes()))
-    return out if not arr.null_count else pc.if_else(arr.is_valid(), out, pa.scalar(None, out.type))
+    return out if not arr.null_count else keep_where(arr.is_valid(), out)
 
 
 @functools.cache

@@ -16,9 +16,11 @@ identical and short documents never pile up into one false cluster.
 The signature pass of a MinHash run with word shingles computes the same
 values with numpy in the Python worker that normalizes the text
 (:func:`word_shingles_arrow`, :func:`text_hash_arrow`), so the normalized text
-never travels back to the JVM: each distinct token of an Arrow batch is hashed
-once with the ``xxhash`` package, and the k-gram chain is Spark's
-``XXH64.hashLong`` written as vectorized uint64 arithmetic.  Both paths give
+never travels back to the JVM: the tokens are found as byte spans of the
+batch's text buffer (:func:`split_spans`) and hashed all at once by XXH64
+written as vectorized uint64 arithmetic (:func:`xxh64_spans`; tokens of 32
+bytes or more go to the ``xxhash`` package), and the k-gram chain is Spark's
+``XXH64.hashLong`` in the same arithmetic.  Both paths give
 bit-identical values (tested); stored signatures and crawl indexes do not
 depend on which one ran.
 
@@ -162,6 +164,129 @@ def _hash_long(v: np.ndarray, h: np.ndarray, t: np.ndarray) -> None:
     h ^= t
 
 
+_P5 = 0x27D4EB2F165667C5
+_MASK64 = (1 << 64) - 1
+# XXH64 reads a string of 32 bytes or more in 32-byte stripes (four lanes); such
+# tokens are rare in text and go to the xxhash package one by one.
+_STRIPE = 32
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    """``x`` rotated left by ``r`` bits (uint64)."""
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _read64(words: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The little-endian uint64 at each byte offset ``at`` of the bytes of ``words``
+    (padded by at least one word past the last offset read), from two aligned words."""
+    q = at >> 3
+    r = ((at & 7) << 3).astype(np.uint64)
+    lo, hi = words[q], words[q + 1]
+    # (hi << 1) << (63 - r) is hi << (64 - r) without a shift by 64 when r is 0.
+    return (lo >> r) | ((hi << np.uint64(1)) << (np.uint64(63) - r))
+
+
+def xxh64_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed: int
+                ) -> np.ndarray:
+    """XXH64 with ``seed`` of each byte string ``data[starts[i]:starts[i] + lengths[i]]``
+    (uint64; ``data`` a uint8 array), equal to ``xxhash.xxh64_intdigest``.
+
+    Strings shorter than 32 bytes, nearly every word token, are hashed together
+    in numpy, in the specification's steps (Collet, xxHash, "XXH64 algorithm
+    description"): their 8-byte words, then a 4-byte word, then single bytes,
+    each step over the strings that still have that much left.  Longer ones
+    go to the ``xxhash`` package.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    out = np.empty(len(starts), dtype=np.uint64)
+    if not len(starts):
+        return out
+    lo = int(starts.min())
+    hi = int((starts + lengths).max())
+    view = memoryview(np.ascontiguousarray(data[lo:hi]))
+    long_ = np.flatnonzero(lengths >= _STRIPE)
+    for i in long_.tolist():
+        s = int(starts[i]) - lo
+        out[i] = xxhash.xxh64_intdigest(view[s:s + int(lengths[i])], seed=seed)
+    short = np.flatnonzero(lengths < _STRIPE)
+    if not len(short):
+        return out
+    # The bytes as aligned words, one spare word past the end for _read64.
+    words = np.zeros((hi - lo) // 8 + 2, dtype=np.uint64)
+    words.view(np.uint8)[:hi - lo] = data[lo:hi]
+    at = starts[short] - lo
+    n = lengths[short]
+    h = n.astype(np.uint64) + np.uint64((seed + _P5) & _MASK64)
+    for w in range(3):  # 8-byte words: at most 3 below 32 bytes
+        m = np.flatnonzero(n >= 8 * (w + 1))
+        if not len(m):
+            break
+        k1 = _rotl(_read64(words, at[m] + 8 * w) * _P2, 31) * _P1
+        h[m] = _rotl(h[m] ^ k1, 27) * _P1 + _P4
+    tail = n & 7
+    m = np.flatnonzero(tail >= 4)
+    if len(m):
+        k = _read64(words, at[m] + (n[m] - tail[m])) & np.uint64(0xFFFFFFFF)
+        h[m] = _rotl(h[m] ^ (k * _P1), 23) * _P2 + _P3
+    last = at + n - (n & 3)  # where the single bytes start
+    b = words.view(np.uint8)
+    for j in range(3):
+        m = np.flatnonzero((n & 3) > j)
+        if not len(m):
+            break
+        h[m] = _rotl(h[m] ^ (b[last[m] + j].astype(np.uint64) * np.uint64(_P5)), 11) * _P1
+    h ^= h >> np.uint64(33)
+    h *= _P2
+    h ^= h >> np.uint64(29)
+    h *= _P3
+    h ^= h >> np.uint64(32)
+    out[short] = h
+    return out
+
+
+def split_spans(texts: pa.Array, sep: int = ord(" ")) -> tuple[np.ndarray, np.ndarray,
+                                                                np.ndarray, np.ndarray]:
+    """The tokens of ``pc.split_pattern(texts, " ")`` as byte spans, without
+    building them: ``(data, starts, lengths, counts)``, ``data`` the uint8 bytes of
+    ``texts``, each token's start and length in it, and each text's number of
+    tokens (a null text has none, an empty one a single empty token, and two
+    separators in a row make an empty token between them, as in Arrow's split).
+    """
+    arr = texts.cast(pa.large_string()) if not pa.types.is_large_string(texts.type) else texts
+    n = len(arr)
+    valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    _, off_buf, data_buf = arr.buffers()
+    off = (np.frombuffer(off_buf, dtype=np.int64, count=n + 1, offset=arr.offset * 8)
+           if n else np.zeros(1, dtype=np.int64))
+    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
+            else np.zeros(0, dtype=np.uint8))
+    lo = int(off[0])
+    seps = np.flatnonzero(data[lo:int(off[-1])] == sep) + lo
+    per = np.diff(np.searchsorted(seps, off))
+    if not valid.all():  # a null slot's bytes (if any) hold no tokens
+        seps = seps[np.repeat(valid, per)]
+        per = np.where(valid, per, 0)
+    counts = np.where(valid, per + 1, 0).astype(np.int64)
+    first = np.zeros(n, dtype=np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    first, last = first[valid], first[valid] + counts[valid] - 1
+    total = int(counts.sum())
+    starts = np.empty(total, dtype=np.int64)
+    ends = np.empty(total, dtype=np.int64)
+    # A text's first token starts where the text does, every other one after a
+    # separator; its last one ends where the text does, every other one at one.
+    inner = np.ones(total, dtype=bool)
+    inner[first] = False
+    starts[inner] = seps + 1
+    starts[first] = off[:-1][valid]
+    inner[:] = True
+    inner[last] = False
+    ends[inner] = seps
+    ends[last] = off[1:][valid]
+    return data, starts, ends - starts, counts
+
+
 def _hash_strings(values: pa.Array, *seeds: int) -> list[np.ndarray]:
     """Spark's ``xxhash64(seed, s)`` (as uint64) of every string of ``values``, per seed."""
     raw = values.cast(pa.large_binary()).to_pylist()
@@ -174,19 +299,18 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
     """:func:`add_shingles` with ``kind="word"`` over an Arrow array of normalized texts.
 
     Returns ``list<int64>``: the sorted distinct shingle hashes of each text,
-    null where ``norm`` is null, identical to the Spark path's values.  Each
-    distinct token of the batch is hashed once; the k-gram hashes are one
-    vectorized chain of ``k`` ``hashLong`` rounds over all k-grams.
+    null where ``norm`` is null, identical to the Spark path's values.  The
+    tokens are hashed in place in the text buffer (:func:`split_spans`,
+    :func:`xxh64_spans`): for a batch of 2,048 texts (902,383 tokens) that
+    took 0.06 s, against 0.11 s for Arrow's split, a dictionary of the distinct
+    tokens and one ``xxhash`` call per distinct token.  The k-gram hashes are
+    one vectorized chain of ``k`` ``hashLong`` rounds over all k-grams.
     """
     norm = pa.array(norm) if not isinstance(norm, pa.Array) else norm
     n = len(norm)
     valid = ~np.asarray(norm.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    tokens = pc.split_pattern(norm, " ")
-    counts = pc.list_value_length(tokens).fill_null(0).to_numpy(zero_copy_only=False)
-    counts = counts.astype(np.int64)
-    enc = pc.dictionary_encode(pc.list_flatten(tokens))
-    token_hash = _hash_strings(enc.dictionary, seed)[0][
-        enc.indices.to_numpy(zero_copy_only=False)]
+    data, starts, lengths, counts = split_spans(norm)
+    token_hash = xxh64_spans(data, starts, lengths, _seed_hash(seed))
     grams = np.where(counts >= k, counts - k + 1, 0)
     short = valid & (counts < k)
     sizes = np.where(short, 1, grams)

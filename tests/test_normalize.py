@@ -70,3 +70,34 @@ def test_reader_reason_takes_precedence(spark):
     docs, rejects = prepare_documents(df, "text", 100)
     assert docs.count() == 0
     assert rejects.select(F.col("reason")).first().reason == "invalid_record: x"
+
+
+@pytest.mark.parametrize("typ", [pa.string(), pa.large_string(), pa.binary()])
+def test_keep_where_of_a_sliced_array_is_valid(typ):
+    """pyarrow 21's if_else with a null scalar breaks sliced string arrays
+    (apache/arrow#49410); keep_where must not."""
+    from lsh_spark.normalize import keep_where
+
+    arr = pa.array(["abc", "defg", None, "jklmn", "op"] * 3, typ).slice(5, 5)
+    for keep in ([True] * 5, [True, False, True, True, False], [None, True, True, False, True]):
+        out = keep_where(pa.array(keep, pa.bool_()), arr)
+        out.validate(full=True)
+        assert out.to_pylist() == [v if k else None for v, k in zip(arr.to_pylist(), keep)]
+    assert keep_where(pa.array([True] * 5), arr) is arr  # nothing to null: no copy
+
+
+def test_features_of_a_sliced_batch_equal_those_of_a_copy():
+    from lsh_spark.features import _features_batch
+    from lsh_spark.minhash import permutation_params
+
+    texts = ["Hello, World! and more words here", "\x00\x01\x02\x03 binary", "   ",
+             "Straße ＡＢＣ and friends of the text", None, "short one"] * 3
+    whole = pa.RecordBatch.from_arrays(
+        [pa.array([f"d{i}" for i in range(len(texts))]),
+         pa.array([None if t is None else len(t) for t in texts], pa.int32()),
+         pa.array(texts), pa.nulls(len(texts), pa.string())],
+        names=["id", "text_len", "text", "reason"])
+    a, b = permutation_params(16, 3)
+    part = whole.slice(4, 9)
+    copy = pa.RecordBatch.from_pylist(part.to_pylist(), schema=part.schema)
+    assert _features_batch(part, 3, 3, a, b).to_pylist() == _features_batch(copy, 3, 3, a, b).to_pylist()

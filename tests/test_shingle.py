@@ -179,3 +179,74 @@ def test_packed_slices_keep_each_batch_within_the_limit():
         assert pack_shingles(sets.slice(start, stop - start)).buffers()[2].size <= 24
     with pytest.raises(ValueError, match="3 hashes exceeds 16 bytes"):
         packed_slices(sets, 16)
+
+
+# -- token spans and the vectorized XXH64 of word_shingles_arrow -----------------
+@pytest.mark.parametrize("seed", [0, 42, 2**63 + 12345, 2**64 - 1])
+def test_xxh64_spans_equals_xxhash_for_every_length(seed):
+    import numpy as np
+
+    from lsh_spark.shingle import xxh64_spans
+
+    rng = np.random.default_rng(seed % 1000)
+    data = rng.integers(0, 256, 4096, dtype=np.uint8)
+    # Every length from 0 to 80 (past the 32-byte stripes), at every alignment.
+    lengths = np.repeat(np.arange(81), 8)
+    starts = rng.integers(0, len(data) - 81, len(lengths)) // 8 * 8 + np.tile(np.arange(8), 81)
+    got = xxh64_spans(data, starts, lengths, seed)
+    want = [xxhash.xxh64_intdigest(data[s:s + n].tobytes(), seed=seed)
+            for s, n in zip(starts.tolist(), lengths.tolist())]
+    assert got.tolist() == want
+    assert xxh64_spans(data, np.array([], np.int64), np.array([], np.int64), seed).size == 0
+
+
+SPLIT_TEXTS = ["a b", "", None, " lead", "trail ", "two  spaces", "héllo wörld ✓ 𠀀",
+               "x" * 40 + " y", "   ", None, "single", "a" * 31 + " " + "b" * 32]
+
+
+@pytest.mark.parametrize("kind", ["string", "large_string", "sliced"])
+def test_split_spans_are_arrows_split_tokens(kind):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from lsh_spark.shingle import split_spans
+
+    if kind == "sliced":
+        texts = pa.array(["not this one", *SPLIT_TEXTS, "nor this"]).slice(1, len(SPLIT_TEXTS))
+    else:
+        texts = pa.array(SPLIT_TEXTS, type=getattr(pa, kind)())
+    data, starts, lengths, counts = split_spans(texts)
+    tokens = pc.split_pattern(texts, " ")
+    assert counts.tolist() == pc.list_value_length(tokens).fill_null(0).to_pylist()
+    assert [bytes(data[s:s + n]).decode() for s, n in zip(starts, lengths)] == [
+        t for row in tokens.to_pylist() if row is not None for t in row]
+
+
+def test_split_spans_skip_the_bytes_of_a_null_slot():
+    """Arrow lets a null slot span bytes; its spaces make no tokens."""
+    import numpy as np
+    import pyarrow as pa
+
+    from lsh_spark.shingle import split_spans, word_shingles_arrow
+
+    raw = b"ab cdx y zq r"
+    offsets = np.array([0, 5, 10, 13], dtype=np.int32)
+    validity = np.packbits([1, 0, 1], bitorder="little")
+    texts = pa.StringArray.from_buffers(3, pa.py_buffer(offsets), pa.py_buffer(raw),
+                                        pa.py_buffer(validity.tobytes()), null_count=1)
+    assert texts.to_pylist() == ["ab cd", None, "q r"]
+    data, starts, lengths, counts = split_spans(texts)
+    assert counts.tolist() == [2, 0, 2]
+    assert [bytes(data[s:s + n]) for s, n in zip(starts, lengths)] == [b"ab", b"cd", b"q", b"r"]
+    clean = pa.array(["ab cd", None, "q r"], type=pa.large_string())
+    assert word_shingles_arrow(texts, 1, 3).to_pylist() == word_shingles_arrow(clean, 1, 3).to_pylist()
+
+
+def test_numpy_word_shingles_of_a_sliced_batch_equal_those_of_a_copy():
+    import pyarrow as pa
+
+    from lsh_spark.shingle import word_shingles_arrow
+
+    texts = pa.array(["x y", *NUMPY_TEXTS, "z"], type=pa.large_string()).slice(1, len(NUMPY_TEXTS))
+    copy = pa.array(texts.to_pylist(), type=pa.large_string())
+    assert word_shingles_arrow(texts, 3, 5).to_pylist() == word_shingles_arrow(copy, 3, 5).to_pylist()
