@@ -234,7 +234,9 @@ def run_crawl_batch(spark: SparkSession, batch_path: str, index_root: str, outpu
         sections = [crawl, stage_signatures(spark, batch_path, out, cfg)]
         with timer("index_ids"):
             indexed = _reject_indexed(spark, out, index, parent) if parent else 0
-        sections += [stage_candidates(spark, out, cfg), stage_verify(spark, out, cfg)]
+        cands = stage_candidates(spark, out, cfg)
+        sections += [cands, stage_verify(
+            spark, out, cfg, block_members=cands["buckets"].get("block_members"))]
 
         sigs = _read(spark, out, "signatures")
         batch_shingles = (_read(spark, out, "shingles").filter(F.col("shingles").isNotNull())

@@ -377,10 +377,15 @@ def _only(shingles: DataFrame, ids: DataFrame, n_ids: int | None = None) -> Data
     return shingles.join(ids, "id", "left_semi")
 
 
-def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str, Any]:
+def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig,
+                 block_members: int | None = None) -> dict[str, Any]:
     """Exact Jaccard of every candidate, plus exact-duplicate edges: writes ``pairs/``.
 
     For the other methods, the method's exact measure (:func:`stage_verify_measure`).
+    ``block_members``: the total of the block sizes in ``blocks/`` when the
+    caller knows it (the candidate stage's ``buckets.block_members``); the
+    block groups are then planned before the sizing job, which also computes
+    how their verification is shared out, instead of a second small job.
     """
     if cfg.method != "minhash":
         return stage_verify_measure(spark, out, cfg)
@@ -399,15 +404,28 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
         # Read by the sizing job, the pair expansion, the block tasks' copies
         # and the pairs of identical texts: computed once.
         dups = DuplicateGroups(sigs, cfg.max_bucket_size).persist()
+
+        def plan_groups(n_edges: int) -> DataFrame:
+            # Read twice (the number of tasks, then the tasks): computed once.
+            return block_groups(blocks, memberships, cfg.max_bucket_size, n_edges=n_edges,
+                                max_family_size=cfg.max_family_size).persist(
+                StorageLevel.MEMORY_AND_DISK)
+
+        if block_members:
+            groups = plan_groups(block_members)
         # One small job sizes everything below: the pair candidates' documents
         # and shingles (from signatures/), the block members and memberships,
-        # and the groups of identical texts.
-        sizes = (sigs.join(pair_ids, "id", "left_semi")
-                 .agg(F.count(F.lit(1)).alias("pair_docs"),
-                      F.sum("num_shingles").alias("pair_shingles"))
-                 .crossJoin(memberships.agg(F.count(F.lit(1)).alias("block_docs"),
-                                            F.sum(F.size("in_blocks")).alias("block_edges")))
-                 .crossJoin(dups.stats_frame())).first()
+        # the groups of identical texts and, with groups planned, how their
+        # verification is shared out.
+        sizing = (sigs.join(pair_ids, "id", "left_semi")
+                  .agg(F.count(F.lit(1)).alias("pair_docs"),
+                       F.sum("num_shingles").alias("pair_shingles"))
+                  .crossJoin(memberships.agg(F.count(F.lit(1)).alias("block_docs"),
+                                             F.sum(F.size("in_blocks")).alias("block_edges")))
+                  .crossJoin(dups.stats_frame()))
+        if groups is not None:
+            sizing = sizing.crossJoin(verify_module.block_work_frame(groups))
+        sizes = sizing.first()
         dups.stats(sizes)
         # Shingles of the pair candidates only, read once (both sides of every
         # pair need them) and broadcast when they are small.
@@ -422,12 +440,11 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str
             # the block tasks (no join per block pair).
             found = dups.expand(near, BROADCAST_ID_ROWS)
             if sizes["block_docs"]:  # no blocks, no second read of shingles/
-                # Read twice (the number of tasks, then the tasks): computed once.
-                groups = block_groups(blocks, memberships, cfg.max_bucket_size,
-                                      n_edges=int(sizes["block_edges"]),
-                                      max_family_size=cfg.max_family_size).persist(
-                    StorageLevel.MEMORY_AND_DISK)
-                block_work = verify_module.block_work(groups)
+                if groups is None:  # block_members not given: a second small job
+                    groups = plan_groups(int(sizes["block_edges"]))
+                    block_work = verify_module.block_work(groups)
+                else:
+                    block_work = verify_module.block_work_of(sizes)
                 member_shingles = _only(all_shingles, memberships.select("id"),
                                         int(sizes["block_docs"]))
                 found = found.unionByName(verify_blocks(
@@ -728,7 +745,8 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
                                       packed=True)
         infer_json_schema_in_background(spark, input_path)
         candidates = stage_candidates(spark, out, cfg, signatures["counts"]["accepted"])
-        verified = stage_verify(spark, out, cfg)
+        verified = stage_verify(spark, out, cfg,
+                                block_members=candidates["buckets"].get("block_members"))
         confirm_json_head(spark, input_path)
         report = merge_reports(
             report_header(input_path, cfg),

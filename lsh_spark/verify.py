@@ -612,25 +612,41 @@ def block_work(groups: DataFrame | None, top: int = 10) -> dict[str, Any]:
     tasks, the largest group, and the families bounded to a spanning forest
     (how many, their members, the ``top`` largest as ``{smallest_id, size}``,
     the smallest id being the family's cluster id when it is one cluster); one
-    small aggregation over :func:`block_tasks`, all zero without ``groups``."""
-    limits = {"pairs_per_task": PAIRS_PER_TASK, "forest_pairs_per_task": FOREST_PAIRS_PER_TASK}
+    small aggregation over :func:`block_tasks` (:func:`block_work_frame`, which
+    a caller may fold into a query of its own and read with
+    :func:`block_work_of`), all zero without ``groups``."""
     if groups is None:
+        return block_work_of(None, top)
+    return block_work_of(block_work_frame(groups).first(), top)
+
+
+def block_work_frame(groups: DataFrame) -> DataFrame:
+    """The one-row aggregation of :func:`block_work`: columns ``bw_groups``,
+    ``bw_tasks``, ``bw_split``, ``bw_split_tasks``, ``bw_largest``, ``bw_bounded``."""
+    fam = F.when(F.col("bounded"), F.struct(F.col("family_size").alias("size"),
+                                            F.col("family").alias("family")))
+    return (block_tasks(groups).filter(F.col("part") == 0)
+            .agg(F.count(F.lit(1)).alias("bw_groups"), F.sum("parts").alias("bw_tasks"),
+                 F.count(F.when(F.col("parts") > 1, 1)).alias("bw_split"),
+                 F.sum(F.when(F.col("parts") > 1, F.col("parts"))).alias("bw_split_tasks"),
+                 F.max("n").alias("bw_largest"),
+                 # One entry per bounded family (a split one has a group per block).
+                 F.array_sort(F.collect_set(fam)).alias("bw_bounded")))
+
+
+def block_work_of(row: Any, top: int = 10) -> dict[str, Any]:
+    """:func:`block_work` from a row holding :func:`block_work_frame`'s columns
+    (None: no block groups)."""
+    limits = {"pairs_per_task": PAIRS_PER_TASK, "forest_pairs_per_task": FOREST_PAIRS_PER_TASK}
+    if row is None:
         return {"groups": 0, "tasks": 0, "split_groups": 0, "split_tasks": 0,
                 "largest_group": 0, **limits, "forest_families": 0,
                 "forest_family_documents": 0, "largest_forest_families": []}
-    fam = F.when(F.col("bounded"), F.struct(F.col("family_size").alias("size"),
-                                            F.col("family").alias("family")))
-    row = (block_tasks(groups).filter(F.col("part") == 0)
-           .agg(F.count(F.lit(1)).alias("groups"), F.sum("parts").alias("tasks"),
-                F.count(F.when(F.col("parts") > 1, 1)).alias("split"),
-                F.sum(F.when(F.col("parts") > 1, F.col("parts"))).alias("split_tasks"),
-                F.max("n").alias("largest"),
-                # One entry per bounded family (a split one has a group per block).
-                F.array_sort(F.collect_set(fam)).alias("bounded")).first())
-    bounded = row["bounded"] or []
-    return {"groups": int(row["groups"]), "tasks": int(row["tasks"] or 0),
-            "split_groups": int(row["split"]), "split_tasks": int(row["split_tasks"] or 0),
-            "largest_group": int(row["largest"] or 0), **limits, "forest_families": len(bounded),
+    bounded = row["bw_bounded"] or []
+    return {"groups": int(row["bw_groups"]), "tasks": int(row["bw_tasks"] or 0),
+            "split_groups": int(row["bw_split"]), "split_tasks": int(row["bw_split_tasks"] or 0),
+            "largest_group": int(row["bw_largest"] or 0), **limits,
+            "forest_families": len(bounded),
             "forest_family_documents": sum(int(b["size"]) for b in bounded),
             "largest_forest_families": [{"smallest_id": b["family"], "size": int(b["size"])}
                                          for b in bounded[::-1][:top]]}

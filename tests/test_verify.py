@@ -3,6 +3,7 @@ import random
 import numpy as np
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lsh_spark import verify as V
@@ -417,3 +418,31 @@ def test_share_slots_give_every_share_its_own_partition(spark, sizes):
               .groupBy(F.spark_partition_id().alias("p"))
               .agg(F.count(F.lit(1)).alias("shares")).collect())
     assert len(placed) == n and all(r.shares == 1 for r in placed)
+
+
+def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(spark, tmp_path,
+                                                                           sample_path):
+    """run_dedup passes the candidate stage's block total, so the block groups are
+    planned before the sizing job and their shares computed in it; the stage
+    jobs size them in a second job. Both must give the same pairs and report."""
+    from lsh_spark.config import DedupConfig
+    from lsh_spark.io import StagedOutput
+    from lsh_spark.pipeline import stage_candidates, stage_signatures, stage_verify
+
+    cfg = DedupConfig(block_min_size=2)  # every shared bucket is a block
+    runs = {}
+    for folded in (False, True):
+        out = StagedOutput(spark, str(tmp_path / f"run-{folded}"))
+        stage_signatures(spark, str(sample_path), out, cfg)
+        cands = stage_candidates(spark, out, cfg)
+        total = cands["buckets"]["block_members"]
+        assert total > 0
+        # The block total is the number of (block, member) memberships.
+        memberships = V.block_memberships(spark.read.parquet(out.path("blocks")))
+        assert memberships.agg(F.sum(F.size("in_blocks"))).first()[0] == total
+        report = stage_verify(spark, out, cfg, block_members=total if folded else None)
+        pairs = sorted(tuple(r) for r in spark.read.parquet(out.path("pairs"))
+                       .select("id_a", "id_b", "jaccard").collect())
+        runs[folded] = (report["block_verification"], report["counts"], pairs)
+    assert runs[True] == runs[False]
+    assert runs[True][0]["groups"] > 0 and runs[True][1]["verified_pairs"] > 0
