@@ -204,17 +204,16 @@ def xxh64_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed:
         return out
     lo = int(starts.min())
     hi = int((starts + lengths).max())
-    view = memoryview(np.ascontiguousarray(data[lo:hi]))
-    long_ = np.flatnonzero(lengths >= _STRIPE)
-    for i in long_.tolist():
+    # The bytes as aligned words, one spare word past the end for _read64.
+    words = np.zeros((hi - lo) // 8 + 2, dtype=np.uint64)
+    b = words.view(np.uint8)
+    b[:hi - lo] = data[lo:hi]
+    for i in np.flatnonzero(lengths >= _STRIPE).tolist():
         s = int(starts[i]) - lo
-        out[i] = xxhash.xxh64_intdigest(view[s:s + int(lengths[i])], seed=seed)
+        out[i] = xxhash.xxh64_intdigest(b[s:s + int(lengths[i])], seed=seed)
     short = np.flatnonzero(lengths < _STRIPE)
     if not len(short):
         return out
-    # The bytes as aligned words, one spare word past the end for _read64.
-    words = np.zeros((hi - lo) // 8 + 2, dtype=np.uint64)
-    words.view(np.uint8)[:hi - lo] = data[lo:hi]
     at = starts[short] - lo
     n = lengths[short]
     h = n.astype(np.uint64) + np.uint64((seed + _P5) & _MASK64)
@@ -230,7 +229,6 @@ def xxh64_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed:
         k = _read64(words, at[m] + (n[m] - tail[m])) & np.uint64(0xFFFFFFFF)
         h[m] = _rotl(h[m] ^ (k * _P1), 23) * _P2 + _P3
     last = at + n - (n & 3)  # where the single bytes start
-    b = words.view(np.uint8)
     for j in range(3):
         m = np.flatnonzero((n & 3) > j)
         if not len(m):
@@ -308,8 +306,8 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
     """
     norm = pa.array(norm) if not isinstance(norm, pa.Array) else norm
     n = len(norm)
-    valid = ~np.asarray(norm.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     data, starts, lengths, counts = split_spans(norm)
+    valid = counts > 0  # a text, even an empty one, has at least one token
     token_hash = xxh64_spans(data, starts, lengths, _seed_hash(seed))
     grams = np.where(counts >= k, counts - k + 1, 0)
     short = valid & (counts < k)
