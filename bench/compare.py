@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 
-import psutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -52,6 +51,8 @@ def tree_memory(procs: list[psutil.Process]) -> int:
     where its PSS would cost tens of milliseconds per sample
     (``PSS_MAX_RSS``).  Falls back to RSS where PSS cannot be read.
     """
+    import psutil  # bench extra; imported here so that the tests can load this module
+
     total = 0
     for p in procs:
         try:
@@ -73,20 +74,44 @@ def tree_memory(procs: list[psutil.Process]) -> int:
     return total
 
 
-def peer_opts(opts: str) -> str:
+def setup_jvm_env() -> dict:
+    """The driver JVM's options of ``scripts/setup-env.sh``, for a shell that has not
+    sourced it.
+
+    lsh-spark's jobs are tuned for a driver started with the set-up's class-data
+    sharing archive, JIT thresholds and collector (``scripts/jvm-opts.sh``);
+    without them its 41k comparison ran 70.3 s instead of about 30 s.  Returns
+    ``SPARK_SUBMIT_OPTS``, ``LSH_SPARK_JIT_OPTS`` and ``LSH_SPARK_GC_OPTS`` as
+    that shell would have them (empty if the environment already has them, so
+    a sourced shell's choices, ``LSH_SPARK_JIT=0`` say, are kept).  Builds nothing:
+    the archive is used only if the set-up made it.
+    """
+    if "LSH_SPARK_JIT_OPTS" in os.environ or "LSH_SPARK_GC_OPTS" in os.environ:
+        return {}
+    out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "jvm-opts.sh")],
+                         check=True, capture_output=True, text=True).stdout
+    found = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    print("note: this shell has not sourced scripts/setup-env.sh; lsh-spark's driver "
+          "gets its JVM options from scripts/jvm-opts.sh: "
+          + (found.get("SPARK_SUBMIT_OPTS") or "(none)"), file=sys.stderr, flush=True)
+    return found
+
+
+def peer_opts(opts: str, env: dict | None = None) -> str:
     """``SPARK_SUBMIT_OPTS`` without lsh-spark's own JVM tuning from scripts/setup-env.sh:
     the JIT thresholds (``LSH_SPARK_JIT_OPTS``), which made MLlib 15% slower, and
     the collector (``LSH_SPARK_GC_OPTS``), which made no difference to it (278.4 s
     with Parallel GC, 280.7 s with G1 on the 41k corpus), so the peers run with
     the JVM's defaults."""
-    ours = (os.environ.get("LSH_SPARK_JIT_OPTS", "") + " "
-            + os.environ.get("LSH_SPARK_GC_OPTS", "")).split()
+    env = os.environ if env is None else env
+    ours = (env.get("LSH_SPARK_JIT_OPTS", "") + " " + env.get("LSH_SPARK_GC_OPTS", "")).split()
     return " ".join(o for o in opts.split() if o not in ours)
 
 
 def run_measured(cmd: list[str], env: dict | None = None) -> dict:
     """Run ``cmd``; return wall seconds, the peak memory of its process tree (MiB,
     see :func:`tree_memory`), exit code and output tail."""
+    import psutil
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, **(env or {})})
@@ -173,8 +198,11 @@ def main() -> None:
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env.update(setup_jvm_env())
     # The peers run with the JVM's default JIT and collector (see peer_opts).
-    peer_env = dict(env, SPARK_SUBMIT_OPTS=peer_opts(os.environ.get("SPARK_SUBMIT_OPTS", "")))
+    peer_env = dict(env, SPARK_SUBMIT_OPTS=peer_opts(
+        env.get("SPARK_SUBMIT_OPTS", os.environ.get("SPARK_SUBMIT_OPTS", "")),
+        {**os.environ, **env}))
     log4j = f"-Dlog4j2.configurationFile=file:{ROOT}/conf/log4j2.properties"
     submit = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory,
               "--driver-java-options", log4j]

@@ -60,59 +60,7 @@ export PYSPARK_PYTHON="$VENV/bin/python"
 export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
 export PATH="$VENV/bin:$PATH"
 
-# Driver start-up: a class-data sharing archive of the classes the driver JVM
-# loads (scripts/build-cds-archive.sh) saves about 4 s on every spark-submit in
-# local or client mode. Built once per install and Java version; LSH_SPARK_CDS=0
-# turns it off. SPARK_SUBMIT_OPTS reaches the JVM that spark-submit starts for
-# the driver (and the one PySpark starts for tests), not executors.
-if [ "${LSH_SPARK_CDS:-1}" != "0" ]; then
-  cds="$VENV/spark-driver-java${java_version}.jsa"
-  if [ ! -f "$cds" ] || [ "$stamp" -nt "$cds" ]; then
-    echo "recording a class-data sharing archive for the driver JVM (once, about 40 s)" >&2
-    if ! bash "$ROOT/scripts/build-cds-archive.sh" "$cds"; then
-      echo "note: no class-data sharing archive (see above); Spark starts without it" >&2
-      rm -f "$cds"
-    fi
-  fi
-  if [ -f "$cds" ]; then
-    # -Xlog:cds*=off: a JVM with another class path (--jars, a different Spark)
-    # ignores the archive without a warning on every run.
-    export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }-XX:SharedArchiveFile=$cds -Xlog:cds*=off"
-  fi
-fi
-
-# Appends JVM options to SPARK_SUBMIT_OPTS once, however often this is sourced.
-_lsh_spark_submit_opts() {
-  case " ${SPARK_SUBMIT_OPTS:-} " in
-    *" $1 "*) ;;
-    *) export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }$1" ;;
-  esac
-}
-
-# JIT: HotSpot's optimizing compiler (C2) took about 18 of the 45 CPU seconds
-# of a 41,000-document run on 2 cores, mostly compiling Spark's planning,
-# closure-cleaning and generated code that runs only a few thousand times.
-# Thirty times the default tier-4 thresholds keep that code in C1 and leave C2
-# to the really hot loops (README, "JIT thresholds"). They suit these jobs, not
-# every Spark job: MLlib's MinHashLSH ran 15% slower with them, so
-# bench/compare.py starts its peers without them. LSH_SPARK_JIT=0 keeps the
-# JVM defaults.
-if [ "${LSH_SPARK_JIT:-1}" != "0" ]; then
-  LSH_SPARK_JIT_OPTS="-XX:Tier4InvocationThreshold=150000 -XX:Tier4MinInvocationThreshold=18000"
-  LSH_SPARK_JIT_OPTS="$LSH_SPARK_JIT_OPTS -XX:Tier4CompileThreshold=450000 -XX:Tier4BackEdgeThreshold=1200000"
-  export LSH_SPARK_JIT_OPTS
-  _lsh_spark_submit_opts "$LSH_SPARK_JIT_OPTS"
-fi
-
-# Garbage collector: the throughput collector (Parallel GC) instead of G1, the
-# JVM's default. A batch job has no pause-time goal, and on 2 cores G1's
-# concurrent refinement and marking threads and its barriers competed with the
-# tasks: in alternated 41,000-document runs the median system CPU time fell by
-# a quarter and the verification stage's by 2 s (README, "Garbage collector").
-# LSH_SPARK_GC=0 keeps G1. Like the JIT options, it reaches only the JVM that
-# spark-submit starts for the driver (every task in local mode).
-if [ "${LSH_SPARK_GC:-1}" != "0" ]; then
-  LSH_SPARK_GC_OPTS="-XX:+UseParallelGC"
-  export LSH_SPARK_GC_OPTS
-  _lsh_spark_submit_opts "$LSH_SPARK_GC_OPTS"
-fi
+# The driver JVM's options (class-data sharing archive, JIT thresholds,
+# collector): scripts/jvm-opts.sh, which bench/compare.py also reads when it is
+# run from a shell that has not sourced this file.
+source "$ROOT/scripts/jvm-opts.sh"

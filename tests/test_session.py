@@ -136,9 +136,53 @@ def test_setup_env_selects_the_parallel_collector_once():
     assert opts.count("-XX:+UseParallelGC") == 1
     # The JIT thresholds are still there, once.
     assert opts.count("-XX:Tier4InvocationThreshold=150000") == 1
+    # And the class-data sharing archive, when the set-up built one.
+    assert sum(o.startswith("-XX:SharedArchiveFile=") for o in opts) <= 1
     off = _submit_opts(LSH_SPARK_GC="0").split()
     assert "-XX:+UseParallelGC" not in off
     assert "-XX:Tier4InvocationThreshold=150000" in off
+
+
+def _printed_opts(**env) -> dict:
+    """What ``bash scripts/jvm-opts.sh`` prints, as a dict, with ``env``."""
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("SPARK_SUBMIT_OPTS", "LSH_SPARK_JIT_OPTS", "LSH_SPARK_GC_OPTS")}
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "jvm-opts.sh")], capture_output=True,
+                         text=True, check=True, env={**clean, **env})
+    return dict(line.split("=", 1) for line in run.stdout.splitlines())
+
+
+def test_jvm_opts_printed_alone_are_the_sourced_set_ups():
+    if "LSH_SPARK_EXTRAS" not in os.environ or "LSH_SPARK_GC_OPTS" not in os.environ:
+        pytest.skip("not run through scripts/test.sh (sourcing the set-up could reinstall)")
+    printed = _printed_opts()
+    assert printed["SPARK_SUBMIT_OPTS"].split() == _submit_opts().split()
+    assert printed["LSH_SPARK_GC_OPTS"] == "-XX:+UseParallelGC"
+    assert "-XX:Tier4InvocationThreshold=150000" in printed["LSH_SPARK_JIT_OPTS"].split()
+    # The switches work alone too, and the user's own options come first.
+    off = _printed_opts(LSH_SPARK_JIT="0", LSH_SPARK_GC="0", LSH_SPARK_CDS="0",
+                        SPARK_SUBMIT_OPTS="-Dmine=1")
+    assert off == {"SPARK_SUBMIT_OPTS": "-Dmine=1", "LSH_SPARK_JIT_OPTS": "",
+                   "LSH_SPARK_GC_OPTS": ""}
+
+
+def test_compare_gives_lsh_spark_the_set_ups_options_and_the_peers_none(monkeypatch):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import compare
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    for var in ("SPARK_SUBMIT_OPTS", "LSH_SPARK_JIT_OPTS", "LSH_SPARK_GC_OPTS"):
+        monkeypatch.delenv(var, raising=False)
+    ours = compare.setup_jvm_env()
+    opts = ours["SPARK_SUBMIT_OPTS"].split()
+    assert "-XX:+UseParallelGC" in opts and "-XX:Tier4InvocationThreshold=150000" in opts
+    peers = compare.peer_opts(ours["SPARK_SUBMIT_OPTS"], ours).split()
+    assert "-XX:+UseParallelGC" not in peers
+    assert not any(o.startswith("-XX:Tier4") for o in peers)
+    # A shell that sourced the set-up keeps its own choices.
+    monkeypatch.setenv("LSH_SPARK_GC_OPTS", "")
+    assert compare.setup_jvm_env() == {}
 
 
 def test_driver_jvm_runs_the_collector_the_set_up_chose(spark):
