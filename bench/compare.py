@@ -22,7 +22,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    import psutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -80,7 +84,8 @@ def setup_jvm_env() -> dict:
 
     lsh-spark's jobs are tuned for a driver started with the set-up's class-data
     sharing archive, JIT thresholds and collector (``scripts/jvm-opts.sh``);
-    without them its 41k comparison ran 70.3 s instead of about 30 s.  Returns
+    without them its 41k comparison ran 70.3 s against 61.0 s with them (README,
+    "This session's runs").  Returns
     ``SPARK_SUBMIT_OPTS``, ``LSH_SPARK_JIT_OPTS`` and ``LSH_SPARK_GC_OPTS`` as
     that shell would have them (empty if the environment already has them, so
     a sourced shell's choices, ``LSH_SPARK_JIT=0`` say, are kept).  Builds nothing:
@@ -97,15 +102,14 @@ def setup_jvm_env() -> dict:
     return found
 
 
-def peer_opts(opts: str, env: dict | None = None) -> str:
-    """``SPARK_SUBMIT_OPTS`` without lsh-spark's own JVM tuning from scripts/setup-env.sh:
-    the JIT thresholds (``LSH_SPARK_JIT_OPTS``), which made MLlib 15% slower, and
+def peer_opts(env: Mapping[str, str]) -> str:
+    """``env``'s ``SPARK_SUBMIT_OPTS`` without lsh-spark's own JVM tuning from
+    scripts/setup-env.sh: the JIT thresholds (``LSH_SPARK_JIT_OPTS``), which made MLlib 15% slower, and
     the collector (``LSH_SPARK_GC_OPTS``), which made no difference to it (278.4 s
     with Parallel GC, 280.7 s with G1 on the 41k corpus), so the peers run with
     the JVM's defaults."""
-    env = os.environ if env is None else env
     ours = (env.get("LSH_SPARK_JIT_OPTS", "") + " " + env.get("LSH_SPARK_GC_OPTS", "")).split()
-    return " ".join(o for o in opts.split() if o not in ours)
+    return " ".join(o for o in env.get("SPARK_SUBMIT_OPTS", "").split() if o not in ours)
 
 
 def run_measured(cmd: list[str], env: dict | None = None) -> dict:
@@ -200,9 +204,7 @@ def main() -> None:
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     env.update(setup_jvm_env())
     # The peers run with the JVM's default JIT and collector (see peer_opts).
-    peer_env = dict(env, SPARK_SUBMIT_OPTS=peer_opts(
-        env.get("SPARK_SUBMIT_OPTS", os.environ.get("SPARK_SUBMIT_OPTS", "")),
-        {**os.environ, **env}))
+    peer_env = dict(env, SPARK_SUBMIT_OPTS=peer_opts({**os.environ, **env}))
     log4j = f"-Dlog4j2.configurationFile=file:{ROOT}/conf/log4j2.properties"
     submit = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory,
               "--driver-java-options", log4j]

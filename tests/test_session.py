@@ -177,7 +177,7 @@ def test_compare_gives_lsh_spark_the_set_ups_options_and_the_peers_none(monkeypa
     ours = compare.setup_jvm_env()
     opts = ours["SPARK_SUBMIT_OPTS"].split()
     assert "-XX:+UseParallelGC" in opts and "-XX:Tier4InvocationThreshold=150000" in opts
-    peers = compare.peer_opts(ours["SPARK_SUBMIT_OPTS"], ours).split()
+    peers = compare.peer_opts(ours).split()
     assert "-XX:+UseParallelGC" not in peers
     assert not any(o.startswith("-XX:Tier4") for o in peers)
     # A shell that sourced the set-up keeps its own choices.
