@@ -126,9 +126,9 @@ def _normalize_ascii(arr: pa.Array) -> pa.Array:
     """:func:`normalize_array` of a ``large_string`` array of ASCII texts, in numpy.
 
     Each byte is mapped once.  Of each run of separators only the last byte is
-    kept, as a space, and only when a letter or digit of the same text follows;
-    a text's leading space is then dropped.  That is the Unicode path's
-    collapse-and-trim, with no per-byte running sums.
+    kept, as a space, and only when a letter or digit of the same text follows
+    and one precedes it.  That is the Unicode path's collapse-and-trim, with no
+    per-byte running sums.
     """
     n = len(arr)
     _, off_buf, data_buf = arr.buffers()
@@ -146,20 +146,22 @@ def _normalize_ascii(arr: pa.Array) -> pa.Array:
     filled = lengths > 0
     keep[off[1:][filled] - 1] = False  # the next byte is another text's
     keep |= word
-    kept = np.zeros(n, dtype=np.int64)
-    # Summed as bytes: numpy's reduceat of a bool array into int64 converts
-    # element by element, 10-20 times slower (0.07-0.12 s against 0.006 s
-    # for a batch of 2,048 texts of 13 MB).
-    kept[filled] = np.add.reduceat(keep.view(np.uint8), off[:-1][filled], dtype=np.int64)
+    # A text that begins with separators would begin with one space, the byte
+    # before its first letter or digit: not kept (one short scan per such text).
+    bounds = off.tolist()
+    nonempty = np.flatnonzero(filled)
+    for i in nonempty[mapped[off[:-1][nonempty]] == _SPACE].tolist():
+        first = bounds[i] + int(np.argmax(word[bounds[i]:bounds[i + 1]]))
+        if word[first]:
+            keep[first - 1] = False
+    # Each text's kept bytes, one vectorized count per text: numpy's reduceat
+    # of the bytes into int64 converts element by element (0.23 s against
+    # 0.04 s for the 41k benchmark corpus in 2,048-document batches).
+    kept = np.fromiter((np.count_nonzero(keep[s:e]) for s, e in zip(bounds[:-1], bounds[1:])),
+                       dtype=np.int64, count=n)
     packed = mapped[keep]
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(kept, out=starts[1:])
-    # A text that began with separators now begins with one space: drop it.
-    lead = np.zeros(n, dtype=bool)
-    lead[kept > 0] = packed[starts[:-1][kept > 0]] == _SPACE
-    if lead.any():
-        packed = np.delete(packed, starts[:-1][lead])
-        starts[1:] -= np.cumsum(lead)
     out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(starts), pa.py_buffer(packed.tobytes()))
     return out if not arr.null_count else keep_where(arr.is_valid(), out)
 
@@ -215,6 +217,48 @@ def reject_reason(text: Column, max_chars: int, binary: bool = True) -> Column:
 _BINARY_CHARS_RE2 = "[\\x00-\\x08\\x0B\\x0E-\\x1F\\x7F\\x{FFFD}]"
 
 
+# The control characters of _BINARY_CHARS as a byte table (all are ASCII, and
+# in UTF-8 an ASCII byte is always its own character).
+_CONTROL = np.zeros(256, dtype=bool)
+_CONTROL[[*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F]] = True
+
+
+def binary_char_counts(texts: pa.Array) -> np.ndarray:
+    """How many characters of :data:`_BINARY_CHARS` each text of a valid UTF-8
+    Arrow string array holds (0 for nulls): what ``pc.count_substring_regex``
+    with that class counts, from the text bytes in numpy.
+
+    The control characters are single ASCII bytes and U+FFFD is the bytes
+    ``EF BF BD``, which valid UTF-8 never splits; the rare positions found are
+    assigned to their texts by their offsets.  For the texts of the 41k
+    benchmark corpus in 2,048-document batches: 0.04 s against 0.15 s for
+    RE2 (0.36 s in a fresh process, which compiles and warms it first).
+    """
+    n = len(texts)
+    counts = np.zeros(n, dtype=np.int64)
+    if not n:
+        return counts
+    large = pa.types.is_large_string(texts.type) or pa.types.is_large_binary(texts.type)
+    _, off_buf, data_buf = texts.buffers()
+    width = 8 if large else 4
+    off = np.frombuffer(off_buf, dtype=np.int64 if large else np.int32, count=n + 1,
+                        offset=texts.offset * width).astype(np.int64)
+    lo, hi = int(off[0]), int(off[-1])
+    if data_buf is None or hi == lo:
+        return counts
+    b = np.frombuffer(data_buf, dtype=np.uint8)[lo:hi]
+    ctrl = np.flatnonzero((b < 0x20) | (b == 0x7F))
+    ctrl = ctrl[_CONTROL[b[ctrl]]]
+    lead = np.flatnonzero(b[:-2] == 0xEF)
+    lead = lead[(b[lead + 1] == 0xBF) & (b[lead + 2] == 0xBD)]
+    found = np.concatenate([ctrl, lead]) + lo
+    if len(found):
+        counts += np.bincount(np.searchsorted(off, found, side="right") - 1, minlength=n)
+        if texts.null_count:  # a null slot's bytes, if any, are not text
+            counts[~np.asarray(texts.is_valid().to_numpy(zero_copy_only=False), bool)] = 0
+    return counts
+
+
 def binary_reasons(texts: pa.Array) -> pa.Array:
     """The ``binary_content`` reason of :func:`reject_reason`, over an Arrow batch.
 
@@ -224,9 +268,8 @@ def binary_reasons(texts: pa.Array) -> pa.Array:
     decimal form, as Java's ``%.0f`` does, so both paths write the same string.
     """
     texts = valid_utf8(texts)  # malformed bytes count as U+FFFD, as in the JVM
-    found = pc.count_substring_regex(texts, _BINARY_CHARS_RE2).fill_null(0)
+    found = binary_char_counts(texts)
     chars = pc.utf8_length(texts).fill_null(0)
-    found = np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
     chars = np.asarray(chars.to_numpy(zero_copy_only=False), dtype=np.int64)
     share = found / np.maximum(chars, 1)
     out = np.full(len(share), None, dtype=object)

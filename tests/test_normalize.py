@@ -101,3 +101,29 @@ def test_features_of_a_sliced_batch_equal_those_of_a_copy():
     part = whole.slice(4, 9)
     copy = pa.RecordBatch.from_pylist(part.to_pylist(), schema=part.schema)
     assert _features_batch(part, 3, 3, a, b).to_pylist() == _features_batch(copy, 3, 3, a, b).to_pylist()
+
+
+@pytest.mark.parametrize("typ", [pa.string(), pa.large_string()])
+def test_binary_char_counts_equal_the_regex_count(typ):
+    # The numpy count of control characters and U+FFFD that binary_reasons
+    # uses: the same as RE2's count of the class, for texts mixing them with
+    # tabs, newlines and other multi-byte characters (EF BF BE is U+FFFE, not
+    # counted), nulls, empty texts, and a sliced array.
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from lsh_spark.normalize import _BINARY_CHARS_RE2, binary_char_counts
+
+    rng = random.Random(7)
+    pieces = ["a", "Zz ", "\t", "\n", "\r", "\x0c", "\x00", "\x07", "\x0b", "\x1f", "\x7f",
+              "\ufffd", "\ufffe", "\uefbf", "é", "€", "日本", "\U0001F600"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randrange(0, 40)))
+             for _ in range(400)]
+    texts[3] = texts[50] = None
+    texts[7] = ""
+    arr = pa.array(texts, typ)
+    for part in (arr, arr.slice(13, 300), arr.slice(0, 0)):
+        want = pc.count_substring_regex(part, _BINARY_CHARS_RE2).fill_null(0)
+        got = binary_char_counts(part)
+        assert got.dtype == np.int64 and got.tolist() == want.to_pylist()
+    assert binary_char_counts(arr).sum() > 200
