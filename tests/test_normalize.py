@@ -127,3 +127,20 @@ def test_binary_char_counts_equal_the_regex_count(typ):
         got = binary_char_counts(part)
         assert got.dtype == np.int64 and got.tolist() == want.to_pylist()
     assert binary_char_counts(arr).sum() > 200
+
+
+def test_ascii_path_of_long_texts_equals_the_reference():
+    # Long texts (over _COUNT_PER_TEXT_BYTES a text on average) count their
+    # kept bytes text by text instead of by one reduceat: the same result.
+    from lsh_spark.normalize import _COUNT_PER_TEXT_BYTES
+
+    rng = random.Random(11)
+    words = ["alpha", "Beta", "GAMMA", "d3lta", "", " ", "--", "..", "\t\n", "x"]
+    texts = [("  " if i % 3 == 0 else "") + " ".join(rng.choice(words) for _ in range(600))
+             + (" ,." if i % 4 == 0 else "") for i in range(60)]
+    texts += ["", " ,;", None, "  lead and trail  "]
+    arr = pa.array(texts)
+    assert sum(len(t or "") for t in texts) >= _COUNT_PER_TEXT_BYTES * len(texts)
+    want = [None if t is None else reference_normalize(t) for t in texts]
+    assert normalize_array(arr).to_pylist() == want
+    assert normalize_array(arr.slice(2, 40)).to_pylist() == want[2:42]
