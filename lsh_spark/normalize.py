@@ -124,6 +124,19 @@ _SPACE = np.uint8(ord(" "))
 _COUNT_PER_TEXT_BYTES = 1536
 
 
+def string_buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n + 1`` int64 offsets and the uint8 data of an Arrow string array
+    (cast to ``large_string`` first when it is not one; the data is not copied)."""
+    arr = texts if pa.types.is_large_string(texts.type) else texts.cast(pa.large_string())
+    n = len(arr)
+    _, off_buf, data_buf = arr.buffers()
+    off = (np.frombuffer(off_buf, dtype=np.int64, count=n + 1, offset=arr.offset * 8)
+           if n else np.zeros(1, dtype=np.int64))
+    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
+            else np.zeros(0, dtype=np.uint8))
+    return off, data
+
+
 def _normalize_ascii(arr: pa.Array) -> pa.Array:
     """:func:`normalize_array` of a ``large_string`` array of ASCII texts, in numpy.
 
@@ -133,12 +146,11 @@ def _normalize_ascii(arr: pa.Array) -> pa.Array:
     per-byte running sums.
     """
     n = len(arr)
-    _, off_buf, data_buf = arr.buffers()
-    off = np.frombuffer(off_buf, dtype=np.int64, count=n + 1, offset=arr.offset * 8)
+    off, data = string_buffers(arr)
     lo, hi = int(off[0]), int(off[-1])
     if hi == lo:
         return pc.utf8_trim(arr, " ")  # only empty texts (and nulls)
-    mapped = _ASCII_MAP[np.frombuffer(data_buf, dtype=np.uint8)[lo:hi]]
+    mapped = _ASCII_MAP[data[lo:hi]]
     off = off - lo
     word = mapped != _SPACE
     keep = np.empty(len(word), dtype=bool)
@@ -246,15 +258,11 @@ def binary_char_counts(texts: pa.Array) -> np.ndarray:
     counts = np.zeros(n, dtype=np.int64)
     if not n:
         return counts
-    large = pa.types.is_large_string(texts.type) or pa.types.is_large_binary(texts.type)
-    _, off_buf, data_buf = texts.buffers()
-    width = 8 if large else 4
-    off = np.frombuffer(off_buf, dtype=np.int64 if large else np.int32, count=n + 1,
-                        offset=texts.offset * width).astype(np.int64)
+    off, data = string_buffers(texts)
     lo, hi = int(off[0]), int(off[-1])
-    if data_buf is None or hi == lo:
+    if hi == lo:
         return counts
-    b = np.frombuffer(data_buf, dtype=np.uint8)[lo:hi]
+    b = data[lo:hi]
     ctrl = np.flatnonzero((b < 0x20) | (b == 0x7F))
     ctrl = ctrl[_CONTROL[b[ctrl]]]
     lead = np.flatnonzero(b[:-2] == 0xEF)

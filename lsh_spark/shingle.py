@@ -41,6 +41,8 @@ import xxhash
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from lsh_spark.normalize import string_buffers
+
 
 def _hash(seed: int, value: Column) -> Column:
     return F.xxhash64(F.lit(seed).cast("bigint"), value)
@@ -284,14 +286,9 @@ def split_spans(texts: pa.Array, sep: int = ord(" ")) -> tuple[np.ndarray, np.nd
     tokens (a null text has none, an empty one a single empty token, and two
     separators in a row make an empty token between them, as in Arrow's split).
     """
-    arr = texts.cast(pa.large_string()) if not pa.types.is_large_string(texts.type) else texts
-    n = len(arr)
-    valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    _, off_buf, data_buf = arr.buffers()
-    off = (np.frombuffer(off_buf, dtype=np.int64, count=n + 1, offset=arr.offset * 8)
-           if n else np.zeros(1, dtype=np.int64))
-    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
-            else np.zeros(0, dtype=np.uint8))
+    n = len(texts)
+    valid = ~np.asarray(texts.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    off, data = string_buffers(texts)
     lo = int(off[0])
     seps = np.flatnonzero(data[lo:int(off[-1])] == sep) + lo
     per = np.diff(np.searchsorted(seps, off))
