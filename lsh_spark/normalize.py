@@ -125,9 +125,15 @@ _COUNT_PER_TEXT_BYTES = 1536
 
 
 def string_buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n + 1`` int64 offsets and the uint8 data of an Arrow string array
-    (cast to ``large_string`` first when it is not one; the data is not copied)."""
-    arr = texts if pa.types.is_large_string(texts.type) else texts.cast(pa.large_string())
+    """The ``n + 1`` int64 offsets and the uint8 data of an Arrow string or
+    binary array (cast to ``large_string`` or ``large_binary`` first when its
+    offsets are 32-bit; the data is not copied)."""
+    if pa.types.is_string(texts.type):
+        arr = texts.cast(pa.large_string())
+    elif pa.types.is_binary(texts.type):
+        arr = texts.cast(pa.large_binary())
+    else:
+        arr = texts
     n = len(arr)
     _, off_buf, data_buf = arr.buffers()
     off = (np.frombuffer(off_buf, dtype=np.int64, count=n + 1, offset=arr.offset * 8)

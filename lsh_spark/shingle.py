@@ -438,14 +438,8 @@ def shingle_parts(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
     same way."""
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
-        wide = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
-        offsets = np.frombuffer(arr.buffers()[1], dtype=wide,
-                                count=len(arr) + 1, offset=arr.offset * np.dtype(wide).itemsize)
-        offsets = offsets.astype(np.int64)
-        data = arr.buffers()[2]
-        values = (np.frombuffer(data, dtype="<i8", count=int(offsets[-1] - offsets[0]) // 8,
-                                offset=int(offsets[0])) if data is not None and offsets[-1] > offsets[0]
-                  else np.zeros(0, dtype=np.int64))
+        offsets, data = string_buffers(arr)
+        values = data[int(offsets[0]):int(offsets[-1])].view("<i8")
         return values.astype(np.int64, copy=False), np.diff(offsets) // 8
     lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
     values = pc.list_flatten(arr).to_numpy(zero_copy_only=False)
