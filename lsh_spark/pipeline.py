@@ -429,12 +429,17 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig,
         dups.stats(sizes)
         # Shingles of the pair candidates only, read once (both sides of every
         # pair need them) and broadcast when they are small.
+        est_bytes = 8 * int(sizes["pair_shingles"] or 0) + 64 * int(sizes["pair_docs"])
+        broadcast = est_bytes <= BROADCAST_SHINGLE_BYTES
         shingles = _only(all_shingles, pair_ids, int(sizes["pair_docs"])).select(
-            "id", "shingles").persist(StorageLevel.MEMORY_AND_DISK)
+            "id", "shingles")
+        if not broadcast:
+            # Both sides of the shuffle joins read it: computed once.  A
+            # broadcast reads it once anyway (both sides reuse its exchange),
+            # and a cached copy would only add a second one to the heap.
+            shingles = shingles.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            est_bytes = 8 * int(sizes["pair_shingles"] or 0) + 64 * int(sizes["pair_docs"])
-            near = verify_pairs(cands, shingles, cfg.threshold,
-                                broadcast=est_bytes <= BROADCAST_SHINGLE_BYTES)
+            near = verify_pairs(cands, shingles, cfg.threshold, broadcast=broadcast)
             # Pairs of representatives; every copy of a text gets its
             # representative's pairs: near pairs by two joins, block pairs in
             # the block tasks (no join per block pair).
