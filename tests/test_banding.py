@@ -75,3 +75,34 @@ def test_explode_bands_rows_and_keys(spark):
     k = same.select(band_keys(F.col("signature"), 2, 6).alias("k")).first().k
     assert k[0] != k[1]
 
+
+
+# band_keys of the signature 0..11 in 2 bands of 6 rows, as Spark's
+# xxhash64(band, slice(signature, ...)) with its seed 42 gives them.
+GOLDEN_BAND_KEYS = [3489607848613141767, -3513857557410735426]
+
+
+def test_band_keys_equal_the_hash_of_each_band_slice(spark):
+    """band_keys writes the bands out one expression each; the keys are Spark's
+    xxhash64 of (band, slice of the signature), the form the crawl index's
+    band keys were written with, on random signatures and a null one."""
+    import random
+
+    rng = random.Random(7)
+    schema = T.StructType([
+        T.StructField("id", T.StringType()),
+        T.StructField("signature", T.ArrayType(T.IntegerType())),
+    ])
+    rows = [(f"d{i}", [rng.randrange(0, (1 << 31) - 1) for _ in range(128)]) for i in range(50)]
+    df = spark.createDataFrame(rows + [("null", None)], schema)
+    for bands, r in ((16, 6), (4, 32), (128, 1)):
+        sliced = F.transform(F.sequence(F.lit(0), F.lit(bands - 1)), lambda i: F.xxhash64(
+            i, F.slice(F.col("signature"), i * r + 1, F.lit(r))))
+        got = df.select("id", band_keys(F.col("signature"), bands, r).alias("k"),
+                        sliced.alias("ref")).collect()
+        assert all(row.k == row.ref for row in got), (bands, r)
+        assert len(got[0].k) == bands
+    # A golden value, so that a change of the hash (or of Spark's) shows.
+    golden = spark.createDataFrame([("g", list(range(12)))], schema).select(
+        band_keys(F.col("signature"), 2, 6).alias("k")).first().k
+    assert golden == GOLDEN_BAND_KEYS
