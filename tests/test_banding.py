@@ -76,10 +76,15 @@ def test_explode_bands_rows_and_keys(spark):
     assert k[0] != k[1]
 
 
-
 # band_keys of the signature 0..11 in 2 bands of 6 rows, as Spark's
 # xxhash64(band, slice(signature, ...)) with its seed 42 gives them.
 GOLDEN_BAND_KEYS = [3489607848613141767, -3513857557410735426]
+
+
+def _slice_keys(bands: int, rows: int):
+    """The keys in their earlier form: xxhash64(band, slice) in a transform."""
+    return F.transform(F.sequence(F.lit(0), F.lit(bands - 1)), lambda i: F.xxhash64(
+        i, F.slice(F.col("signature"), i * rows + 1, F.lit(rows))))
 
 
 def test_band_keys_equal_the_hash_of_each_band_slice(spark):
@@ -96,10 +101,8 @@ def test_band_keys_equal_the_hash_of_each_band_slice(spark):
     rows = [(f"d{i}", [rng.randrange(0, (1 << 31) - 1) for _ in range(128)]) for i in range(50)]
     df = spark.createDataFrame(rows + [("null", None)], schema)
     for bands, r in ((16, 6), (4, 32), (128, 1)):
-        sliced = F.transform(F.sequence(F.lit(0), F.lit(bands - 1)), lambda i: F.xxhash64(
-            i, F.slice(F.col("signature"), i * r + 1, F.lit(r))))
         got = df.select("id", band_keys("signature", bands, r).alias("k"),
-                        sliced.alias("ref")).collect()
+                        _slice_keys(bands, r).alias("ref")).collect()
         assert all(row.k == row.ref for row in got), (bands, r)
         assert len(got[0].k) == bands
     # A golden value, so that a change of the hash (or of Spark's) shows.
