@@ -6,7 +6,8 @@ FROM apache/spark:4.0.1-scala2.13-java17-python3-ubuntu
 
 USER root
 RUN pip install --no-cache-dir "numpy>=2.2,<2.3" "pyarrow==21.0.0" "pandas==2.3.3" "pyyaml==6.0.3" \
-    "fastwarc==2.0.1" "resiliparse==2.0.1" "matplotlib==3.10.9" "xxhash==3.6.0"
+    "fastwarc==2.0.1" "resiliparse==2.0.1" "matplotlib==3.10.9" "xxhash==3.6.0" \
+    "numba==0.67.0"
 COPY pyproject.toml README.md /opt/lsh-spark/
 COPY lsh_spark /opt/lsh-spark/lsh_spark
 RUN pip install --no-cache-dir --no-deps /opt/lsh-spark

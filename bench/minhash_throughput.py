@@ -8,15 +8,19 @@
 
 * **spark**: ``lsh_spark.minhash.minhash`` over that dataset (Parquet read,
   Arrow transfer to the Python workers, the kernel, Arrow back), forced with
-  Spark's ``noop`` sink on every core of the master;
-* **numpy**: the textbook loop over the same shingle arrays, loaded into one
-  process: for each permutation ``np.minimum.reduceat((a*x + b) % p, offsets)``,
-  on one core, after a warm-up; once over the whole array and once per batch
-  of 2,048 documents (Spark's Arrow batch size here), whose temporaries stay in
-  the CPU caches.
+  Spark's ``noop`` sink on every core of the master, once with each of
+  lsh-spark's kernels (compiled and numpy, chosen in the workers by
+  ``LSH_SPARK_MINHASH_KERNEL``);
+* **kernels**: ``lsh_spark.minhash.minhash_flat`` with each kernel over the
+  same shingle arrays loaded into one process, on one core;
+* **numpy**: the textbook loop over the same arrays, on one core, after a
+  warm-up: for each permutation ``np.minimum.reduceat((a*x + b) % p, offsets)``,
+  once over the whole array and once per batch of 2,048 documents (Spark's
+  Arrow batch size here), whose temporaries stay in the CPU caches.
 
 Throughput is shingles x permutations per second per core; the fraction is
-spark's per-core figure over the faster numpy variant's.  Prints one table and a JSON line.
+spark's per-core figure (default kernel) over the faster numpy variant's.
+Prints one table and a JSON line.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from lsh_spark.minhash import MERSENNE_31, minhash, permutation_params  # noqa: E402
+from lsh_spark.minhash import (  # noqa: E402
+    KERNELS, MERSENNE_31, minhash, minhash_flat, permutation_params)
 from lsh_spark.session import build_session  # noqa: E402
 
 
@@ -83,19 +88,27 @@ def main() -> None:
     work = n_shingles * args.num_perm
 
     numpy_loop(values[: offsets[min(n_docs, 500)]], offsets[: min(n_docs, 500) + 1], a, b)
-    np_whole = min(_timed(lambda: numpy_loop(values, offsets, a, b)) for _ in range(args.repeat))
-    np_batch = min(_timed(lambda: numpy_loop_batched(values, offsets, a, b))
-                   for _ in range(args.repeat))
+    np_whole = _best(args.repeat, numpy_loop, values, offsets, a, b)
+    np_batch = _best(args.repeat, numpy_loop_batched, values, offsets, a, b)
     np_best = min(np_whole, np_batch)
+    kernel_s = {}
+    for kernel in KERNELS:
+        minhash_flat(values[: offsets[1]], offsets[:2], a, b, kernel)  # compile / load
+        kernel_s[kernel] = _best(args.repeat, minhash_flat, values, offsets, a, b, kernel)
 
     spark = build_session("lsh-spark minhash throughput")
     cores = spark.sparkContext.defaultParallelism
-    df = spark.read.parquet(args.shingles).filter("shingles is not null").select("id", "shingles")
-    sigs = minhash(df, args.num_perm, 1)
-    sigs.write.format("noop").mode("overwrite").save()  # warm-up: workers, JIT
-    sp_best = min(_timed(lambda: sigs.write.format("noop").mode("overwrite").save())
-                  for _ in range(args.repeat))
+    spark_s = {}
+    for kernel in KERNELS:
+        # The Python workers' environment travels with the function.
+        spark.sparkContext.environment["LSH_SPARK_MINHASH_KERNEL"] = kernel
+        df = spark.read.parquet(args.shingles).filter("shingles is not null").select(
+            "id", "shingles")
+        sigs = minhash(df, args.num_perm, 1)
+        _noop(sigs)  # warm-up: workers, JIT
+        spark_s[kernel] = _best(args.repeat, _noop, sigs)
     spark.stop()
+    sp_best = spark_s["compiled"]
 
     spark_rate = work / sp_best / cores
     numpy_rate = work / np_best
@@ -103,6 +116,8 @@ def main() -> None:
         "documents": n_docs, "shingles": n_shingles, "num_perm": args.num_perm,
         "cores": cores,
         "spark_seconds": round(sp_best, 3),
+        "spark_seconds_numpy_kernel": round(spark_s["numpy"], 3),
+        "kernel_seconds_one_core": {k: round(v, 3) for k, v in kernel_s.items()},
         "numpy_seconds_one_core_whole_array": round(np_whole, 3),
         "numpy_seconds_one_core_per_batch": round(np_batch, 3),
         "spark_per_core_M_per_s": round(spark_rate / 1e6, 1),
@@ -113,8 +128,13 @@ def main() -> None:
           f"{cores} cores")
     print("| path | seconds | shingles x permutations / s / core |")
     print("|---|---|---|")
-    print(f"| lsh-spark minhash (Spark, {cores} cores, Parquet to Arrow to numpy and back) "
-          f"| {sp_best:.2f} | {spark_rate / 1e6:.1f} M |")
+    for kernel in KERNELS:
+        print(f"| lsh-spark minhash, {kernel} kernel (Spark, {cores} cores, Parquet to Arrow "
+              f"to the kernel and back) | {spark_s[kernel]:.2f} "
+              f"| {work / spark_s[kernel] / cores / 1e6:.1f} M |")
+    for kernel in KERNELS:
+        print(f"| lsh-spark {kernel} kernel alone, whole array (1 core) | {kernel_s[kernel]:.2f} "
+              f"| {work / kernel_s[kernel] / 1e6:.1f} M |")
     print(f"| plain numpy loop, whole array (1 core) | {np_whole:.2f} "
           f"| {work / np_whole / 1e6:.1f} M |")
     print(f"| plain numpy loop, per 2,048-document batch (1 core) | {np_batch:.2f} "
@@ -123,9 +143,18 @@ def main() -> None:
     print(json.dumps(result))
 
 
-def _timed(fn) -> float:
+def _noop(df) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
+def _best(repeat: int, fn, *args) -> float:
+    """The fastest of ``repeat`` timed calls of ``fn(*args)``."""
+    return min(_timed(fn, *args) for _ in range(repeat))
+
+
+def _timed(fn, *args) -> float:
     start = time.perf_counter()
-    fn()
+    fn(*args)
     return time.perf_counter() - start
 
 

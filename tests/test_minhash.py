@@ -3,6 +3,7 @@ import pytest
 from pyspark.sql import types as T
 
 from lsh_spark.minhash import (
+    KERNELS,
     minhash,
     minhash_flat,
     permutation_params,
@@ -44,36 +45,72 @@ def _reference(values, offsets, a, b):
     return np.array(out, dtype=np.uint64)
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("num_perm", [1, 7, 64])
-def test_kernel_equals_python_bigint_reference(num_perm):
+def test_kernel_equals_python_bigint_reference(num_perm, kernel):
     rng = np.random.default_rng(1)
     lengths = [1, 3, 17, 2, 1, 40, 5]
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     values = rng.integers(0, 2**64 - 1, size=offsets[-1], dtype=np.uint64)
     a, b = permutation_params(num_perm, seed=5)
-    assert np.array_equal(minhash_flat(values, offsets, a, b), _reference(values, offsets, a, b))
+    assert np.array_equal(minhash_flat(values, offsets, a, b, kernel),
+                          _reference(values, offsets, a, b))
     # Offsets into the middle of a larger buffer (an Arrow slice) give the same rows.
     padded = np.concatenate([values[:4], values, values[:3]])
-    assert np.array_equal(minhash_flat(padded, offsets + 4, a, b),
+    assert np.array_equal(minhash_flat(padded, offsets + 4, a, b, kernel),
+                          _reference(values, offsets, a, b))
+    # Signed hashes (Arrow's int64 view of the same bits) give the same rows.
+    assert np.array_equal(minhash_flat(values.view(np.int64), offsets, a, b, kernel),
                           _reference(values, offsets, a, b))
     # Extreme inputs: 0, p - 1, p, p + 1 and 2**64 - 1 reduce exactly.
     edge = np.array([0, P - 1, P, P + 1, 2**64 - 1], dtype=np.uint64)
-    assert np.array_equal(minhash_flat(edge, np.array([0, 1, 2, 3, 4, 5]), a, b),
+    assert np.array_equal(minhash_flat(edge, np.array([0, 1, 2, 3, 4, 5]), a, b, kernel),
                           _reference(edge, [0, 1, 2, 3, 4, 5], a, b))
 
 
-def test_kernel_chunks_and_division_free_remainder_are_exact(monkeypatch):
+def test_kernels_agree_on_a_large_batch(monkeypatch):
+    # 2,000 documents of 1 to 600 shingles, 128 permutations: the compiled and
+    # numpy kernels give the same signatures, and the environment variable
+    # selects either.
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(1, 600, size=2000)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    values = rng.integers(0, 2**64 - 1, size=offsets[-1], dtype=np.uint64)
+    a, b = permutation_params(128, seed=1)
+    numpy_sig = minhash_flat(values, offsets, a, b, "numpy")
+    assert np.array_equal(minhash_flat(values, offsets, a, b, "compiled"), numpy_sig)
+    monkeypatch.setenv("LSH_SPARK_MINHASH_KERNEL", "numpy")
+    assert np.array_equal(minhash_flat(values, offsets, a, b), numpy_sig)
+    monkeypatch.setenv("LSH_SPARK_MINHASH_KERNEL", "fortran")
+    with pytest.raises(ValueError, match="kernel 'fortran': allowed values are compiled, numpy"):
+        minhash_flat(values, offsets, a, b)
+
+
+def test_compiled_kernel_needs_numba(monkeypatch):
     import lsh_spark.minhash as mh
 
-    # Chunks of 10 values: documents shorter than, equal to and longer than a
-    # chunk, so every chunk boundary case is crossed.
+    monkeypatch.setattr(mh, "_compiled_kernel", lambda: None)  # as without numba
+    a, b = permutation_params(4, 1)
+    values, offsets = np.array([5, 6, 7], dtype=np.uint64), [0, 1, 3]
+    assert np.array_equal(minhash_flat(values, offsets, a, b), _reference(values, offsets, a, b))
+    with pytest.raises(ValueError, match="needs numba"):
+        minhash_flat(values, offsets, a, b, "compiled")
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_kernel_chunks_and_division_free_remainder_are_exact(monkeypatch, kernel):
+    import lsh_spark.minhash as mh
+
+    # Chunks of 10 values (numpy kernel): documents shorter than, equal to and
+    # longer than a chunk, so every chunk boundary case is crossed.
     monkeypatch.setattr(mh, "CHUNK", 10)
     rng = np.random.default_rng(7)
     lengths = [3, 7, 10, 1, 25, 9, 2, 11, 4]
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     values = rng.integers(0, 2**64 - 1, size=offsets[-1], dtype=np.uint64)
     a, b = permutation_params(16, seed=9)
-    assert np.array_equal(minhash_flat(values, offsets, a, b), _reference(values, offsets, a, b))
+    assert np.array_equal(minhash_flat(values, offsets, a, b, kernel),
+                          _reference(values, offsets, a, b))
     # a * x + b whose low 31 bits are all ones (h & p == p, h = 0 mod p on the
     # low half) and products near the top of the range reduce exactly too.
     hits = []
@@ -88,13 +125,15 @@ def test_kernel_chunks_and_division_free_remainder_are_exact(monkeypatch):
     top = np.array([P - 1, P - 2, (P - 1) // 2], dtype=np.uint64)
     edge = np.concatenate([hits, top])
     one_each = np.arange(len(edge) + 1)
-    assert np.array_equal(minhash_flat(edge, one_each, a, b), _reference(edge, one_each, a, b))
+    assert np.array_equal(minhash_flat(edge, one_each, a, b, kernel),
+                          _reference(edge, one_each, a, b))
 
 
-def test_empty_document_is_refused():
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_empty_document_is_refused(kernel):
     a, b = permutation_params(4, 1)
     with pytest.raises(ValueError, match="at least one shingle"):
-        minhash_flat(np.array([1, 2], dtype=np.uint64), [0, 2, 2], a, b)
+        minhash_flat(np.array([1, 2], dtype=np.uint64), [0, 2, 2], a, b, kernel)
 
 
 def test_estimate_within_tolerance_of_exact_jaccard():
