@@ -10,7 +10,7 @@
   Arrow transfer to the Python workers, the kernel, Arrow back), forced with
   Spark's ``noop`` sink on every core of the master, once with each of
   lsh-spark's kernels (compiled and numpy, chosen in the workers by
-  ``LSH_SPARK_MINHASH_KERNEL``);
+  ``LSH_SPARK_KERNELS``);
 * **kernels**: ``lsh_spark.minhash.minhash_flat`` with each kernel over the
   same shingle arrays loaded into one process, on one core;
 * **numpy**: the textbook loop over the same arrays, on one core, after a
@@ -38,8 +38,9 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from lsh_spark.kernels import ENV, KERNELS  # noqa: E402
 from lsh_spark.minhash import (  # noqa: E402
-    KERNELS, MERSENNE_31, minhash, minhash_flat, permutation_params)
+    MERSENNE_31, minhash, minhash_flat, permutation_params)
 from lsh_spark.session import build_session  # noqa: E402
 
 
@@ -101,7 +102,7 @@ def main() -> None:
     spark_s = {}
     for kernel in KERNELS:
         # The Python workers' environment travels with the function.
-        spark.sparkContext.environment["LSH_SPARK_MINHASH_KERNEL"] = kernel
+        spark.sparkContext.environment[ENV] = kernel
         df = spark.read.parquet(args.shingles).filter("shingles is not null").select(
             "id", "shingles")
         sigs = minhash(df, args.num_perm, 1)

@@ -35,7 +35,7 @@ Both take the remainder by the Mersenne prime without a division: with
 p``) and below ``2 p``, and ``min(t, t - p)`` in wrapping ``uint64`` is ``t mod
 p``.  The results are bit-identical to ``(a_i * x + b_i) % p`` (tested against
 Python integers); numpy's ``%`` by a scalar is a hardware division per element,
-three times slower than the fold.  ``LSH_SPARK_MINHASH_KERNEL=numpy`` in the
+three times slower than the fold.  ``LSH_SPARK_KERNELS=numpy`` in the
 environment of the Python workers selects the numpy kernel.
 
 Example
@@ -49,15 +49,14 @@ Example
 
 from __future__ import annotations
 
-import functools
-import os
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from lsh_spark.kernels import compiled, use_compiled
 from lsh_spark.shingle import shingle_parts
 
 MERSENNE_31 = np.uint64((1 << 31) - 1)
@@ -103,8 +102,9 @@ def minhash_flat(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.n
         document must have at least one shingle.
     a, b : permutation coefficients from :func:`permutation_params`.
     kernel : ``"compiled"``, ``"numpy"`` or None: the environment variable
-        ``LSH_SPARK_MINHASH_KERNEL`` if set, else the compiled kernel where
-        numba is installed and numpy otherwise.  All give the same values.
+        ``LSH_SPARK_KERNELS`` if set, else the compiled kernel where numba is
+        installed and numpy otherwise (:func:`lsh_spark.kernels.use_compiled`).
+        Both give the same values.
 
     Returns
     -------
@@ -117,35 +117,19 @@ def minhash_flat(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.n
         raise ValueError("every document needs at least one shingle")
     if n_docs == 0:
         return np.full((0, num_perm), MERSENNE_31, dtype=np.uint64)
-    compiled = _choose_kernel(kernel)
-    if compiled is not None:
+    if use_compiled(kernel):
         sig = np.empty((n_docs, num_perm), dtype=np.uint64)
         # Contiguous arrays of fixed types: one compiled specialization.
         values = values.view(np.uint64) if values.dtype == np.int64 else values
-        compiled(np.ascontiguousarray(values, dtype=np.uint64), np.ascontiguousarray(offsets),
-                 a.astype(np.uint32), b.astype(np.uint32), sig)
+        compiled(_minhash_loop)(np.ascontiguousarray(values, dtype=np.uint64),
+                                np.ascontiguousarray(offsets), a.astype(np.uint32),
+                                b.astype(np.uint32), sig)
         return sig
     return _minhash_numpy(values, offsets, a, b)
 
 
-KERNELS = ("compiled", "numpy")
-
-
-def _choose_kernel(kernel: str | None) -> Callable[..., None] | None:
-    """The compiled kernel, or None for the numpy one (see :func:`minhash_flat`)."""
-    kernel = kernel or os.environ.get("LSH_SPARK_MINHASH_KERNEL") or None
-    if kernel is not None and kernel not in KERNELS:
-        raise ValueError(f"MinHash kernel {kernel!r}: allowed values are {', '.join(KERNELS)}")
-    if kernel == "numpy":
-        return None
-    compiled = _compiled_kernel()
-    if compiled is None and kernel == "compiled":
-        raise ValueError("MinHash kernel 'compiled' needs numba, which is not installed")
-    return compiled
-
-
-def _minhash_loop(values, offsets, a, b, out):  # pragma: no cover - runs compiled
-    """The compiled kernel's source (see :func:`_compiled_kernel`): ``out[d, i]``
+def _minhash_loop(values, offsets, a, b, out):
+    """The compiled kernel's source (:func:`lsh_spark.kernels.compiled`): ``out[d, i]``
     is the minimum over document ``d``'s shingles ``x`` of ``(a[i] * (x mod p) +
     b[i]) mod p``, by the same division-free fold as the numpy kernel."""
     p = np.uint64(2147483647)
@@ -165,25 +149,6 @@ def _minhash_loop(values, offsets, a, b, out):  # pragma: no cover - runs compil
                 if t < row[i]:
                     row[i] = t
         out[d, :] = row
-
-
-@functools.lru_cache(maxsize=None)
-def _compiled_kernel() -> Callable[..., None] | None:
-    """:func:`_minhash_loop` compiled by numba, once per process, or None where
-    numba is not installed.
-
-    Compiling takes about 0.5 s; numba caches the machine code next to this
-    module (or in its user cache directory), so later processes load it in
-    about 0.2 s.  Where no cache location is writable it compiles without one.
-    """
-    try:
-        import numba
-    except ImportError:
-        return None
-    try:
-        return numba.njit(cache=True, nogil=True)(_minhash_loop)
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        return numba.njit(nogil=True)(_minhash_loop)
 
 
 def _minhash_numpy(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray

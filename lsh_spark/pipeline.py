@@ -82,6 +82,12 @@ BROADCAST_ID_ROWS = 2_000_000
 # codec and the dictionary attempt only cost time (0.94 s instead of 1.31 s to
 # write it, warm).
 SCRATCH_PARQUET = {"compression": "none", "parquet.enable.dictionary": "false"}
+# Writer options of ``signatures/``: every column but the shingle count is a
+# unique id or a hash, so Parquet's dictionary attempt (a hash map of the first
+# megabyte of values per column, then a fallback to plain encoding) only costs
+# time: 0.27-0.29 s instead of 0.35-0.39 s to write the 41k signatures warm,
+# 0.50 s instead of 1.18 s cold, the same 17.7 MB.
+SIGNATURE_PARQUET = {"parquet.enable.dictionary": "false"}
 
 
 class Output(Protocol):
@@ -185,18 +191,19 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         ok = F.col("reason").isNull()
         if fused:
             out.write(feats.filter(ok).select(
-                "id", "signature", "num_shingles", "text_hash", "text_len"), "signatures")
+                "id", "signature", "num_shingles", "text_hash", "text_len"), "signatures",
+                **SIGNATURE_PARQUET)
         elif cfg.method == "simhash":
             sigs = add_simhash(feats.filter(ok).select(
                 "id", "shingle_list" if tf else "shingles",
                 F.size("shingles").alias("num_shingles"), "text_hash", "text_len"),
                 "shingle_list" if tf else "shingles")
-            out.write(sigs, "signatures")
+            out.write(sigs, "signatures", **SIGNATURE_PARQUET)
         else:
             sigs = minhash(feats.filter(ok).drop("reason").select(
                 "id", "text_len", "text_hash", "shingles"), cfg.num_perm, cfg.seed)
             out.write(sigs.select("id", "signature", "num_shingles", "text_hash", "text_len"),
-                      "signatures")
+                      "signatures", **SIGNATURE_PARQUET)
         out.write(feats.filter(~ok).select("id", "reason"), "rejects")
     return dict(_signature_counts(spark, out, facts, seen.get), seconds=timer.seconds)
 
@@ -272,7 +279,7 @@ def stage_vector_signatures(spark: SparkSession, input_path: str, out: Output,
         out.write(sigs.join(ok.select("id", digest.alias("text_hash"),
                                       F.lit(cfg.num_perm).alias("num_shingles"),
                                       F.lit(None).cast("int").alias("text_len")), "id"),
-                  "signatures")
+                  "signatures", **SIGNATURE_PARQUET)
         out.write(vecs.filter(F.col("reason").isNotNull()).select("id", "reason"), "rejects")
     section = _signature_counts(spark, out, dict(facts, dimension=dim), seen.get)
     return dict(section, seconds=timer.seconds)

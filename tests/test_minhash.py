@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from pyspark.sql import types as T
 
+from lsh_spark.kernels import KERNELS
 from lsh_spark.minhash import (
-    KERNELS,
     minhash,
     minhash_flat,
     permutation_params,
@@ -79,21 +79,22 @@ def test_kernels_agree_on_a_large_batch(monkeypatch):
     a, b = permutation_params(128, seed=1)
     numpy_sig = minhash_flat(values, offsets, a, b, "numpy")
     assert np.array_equal(minhash_flat(values, offsets, a, b, "compiled"), numpy_sig)
-    monkeypatch.setenv("LSH_SPARK_MINHASH_KERNEL", "numpy")
+    monkeypatch.setenv("LSH_SPARK_KERNELS", "numpy")
     assert np.array_equal(minhash_flat(values, offsets, a, b), numpy_sig)
-    monkeypatch.setenv("LSH_SPARK_MINHASH_KERNEL", "fortran")
-    with pytest.raises(ValueError, match="kernel 'fortran': allowed values are compiled, numpy"):
+    monkeypatch.setenv("LSH_SPARK_KERNELS", "fortran")
+    with pytest.raises(ValueError,
+                       match="LSH_SPARK_KERNELS 'fortran': allowed values are compiled, numpy"):
         minhash_flat(values, offsets, a, b)
 
 
 def test_compiled_kernel_needs_numba(monkeypatch):
-    import lsh_spark.minhash as mh
+    import lsh_spark.kernels as kernels
 
-    monkeypatch.setattr(mh, "_compiled_kernel", lambda: None)  # as without numba
+    monkeypatch.setattr(kernels, "_numba", lambda: None)  # as without numba
     a, b = permutation_params(4, 1)
     values, offsets = np.array([5, 6, 7], dtype=np.uint64), [0, 1, 3]
     assert np.array_equal(minhash_flat(values, offsets, a, b), _reference(values, offsets, a, b))
-    with pytest.raises(ValueError, match="needs numba"):
+    with pytest.raises(ValueError, match="compiled kernels need numba"):
         minhash_flat(values, offsets, a, b, "compiled")
 
 
