@@ -3,7 +3,11 @@
     python bench/compare.py --corpus bench/out/c40k/corpus.jsonl --work bench/out/cmp \\
         [--threshold 0.8] [--systems lsh-spark,mllib,datasketch] [--master 'local[2]']
 
-Runs each system as its own process (spark-submit for the Spark ones), records
+Runs each system as its own process (spark-submit for the Spark ones), first
+once untimed on a small warm-up corpus (``--warmup``, the bundled sample), so
+the timed run of whichever system goes first does not alone pay for reading
+Spark's jars and the Python packages from a cold disk or for compiling and
+caching kernels; then on the corpus, and records
 wall time and the peak memory of its whole process tree (JVM plus Python
 workers; see tree_memory; polled every 0.5 s), then
 scores every system's pairs against the same exact ground truth
@@ -199,37 +203,56 @@ def main() -> None:
                    help="passed to lsh-spark (default: the corpus size, so that no "
                         "family is written as a spanning forest and pairs/ lists every "
                         "verified pair)")
+    p.add_argument("--warmup", default=os.path.join(ROOT, "data", "sample", "corpus.jsonl"),
+                   help="a small corpus each system runs once, untimed, right before its "
+                        "timed run (default: the bundled 411-document sample), so that no "
+                        "system pays for a cold page cache, compiled-code caches or first "
+                        "class loads the systems after it do not; '' for none")
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
-    env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    env.update(setup_jvm_env())
+    env_lsh = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env_lsh.update(setup_jvm_env())
     # The peers run with the JVM's default JIT and collector (see peer_opts).
-    peer_env = dict(env, SPARK_SUBMIT_OPTS=peer_opts({**os.environ, **env}))
+    peer_env = dict(env_lsh, SPARK_SUBMIT_OPTS=peer_opts({**os.environ, **env_lsh}))
     log4j = f"-Dlog4j2.configurationFile=file:{ROOT}/conf/log4j2.properties"
     submit = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory,
               "--driver-java-options", log4j]
     n_docs = sum(1 for _ in open(args.corpus, encoding="utf-8"))
-    results = {}
-    for system in args.systems.split(","):
-        out = os.path.join(args.work, system)
-        subprocess.run(["rm", "-rf", out], check=True)
+
+    def command(system: str, corpus: str, out: str) -> list[str]:
         if system == "lsh-spark":
-            cmd = submit + [os.path.join(ROOT, "jobs", "dedup.py"), "--input", args.corpus,
+            cmd = submit + [os.path.join(ROOT, "jobs", "dedup.py"), "--input", corpus,
                             "--output", out, "--threshold", str(args.threshold)]
             if args.max_bucket_size:
                 cmd += ["--max-bucket-size", str(args.max_bucket_size)]
-            cmd += ["--max-family-size", str(args.max_family_size or max(n_docs, 2))]
-        elif system == "mllib":
-            cmd = submit + [os.path.join(HERE, "peer_mllib.py"), "--corpus", args.corpus,
-                            "--out", out, "--threshold", str(args.threshold),
-                            "--tables", str(args.mllib_tables)]
-        elif system == "datasketch":
-            cmd = [sys.executable, os.path.join(HERE, "peer_datasketch.py"), "--corpus",
-                   args.corpus, "--out", out, "--threshold", str(args.threshold)]
-        else:
-            raise SystemExit(f"--systems: unknown system {system!r}")
+            return cmd + ["--max-family-size", str(args.max_family_size or max(n_docs, 2))]
+        if system == "mllib":
+            return submit + [os.path.join(HERE, "peer_mllib.py"), "--corpus", corpus,
+                             "--out", out, "--threshold", str(args.threshold),
+                             "--tables", str(args.mllib_tables)]
+        if system == "datasketch":
+            return [sys.executable, os.path.join(HERE, "peer_datasketch.py"), "--corpus",
+                    corpus, "--out", out, "--threshold", str(args.threshold)]
+        raise SystemExit(f"--systems: unknown system {system!r}")
+
+    systems = args.systems.split(",")
+    for system in systems:
+        command(system, args.corpus, "")  # unknown names fail before anything runs
+    results = {}
+    for system in systems:
+        out = os.path.join(args.work, system)
+        subprocess.run(["rm", "-rf", out], check=True)
+        env = env_lsh if system == "lsh-spark" else peer_env
+        if args.warmup:
+            warm = os.path.join(args.work, "warmup", system)
+            subprocess.run(["rm", "-rf", warm], check=True)
+            print(f"warming up {system} on {args.warmup} (not timed) ...", file=sys.stderr,
+                  flush=True)
+            warmed = run_measured(command(system, args.warmup, warm), env)
+            if warmed["exit"] != 0:
+                raise SystemExit(f"{system}'s warm-up run failed:\n" + "\n".join(warmed["tail"]))
         print(f"running {system} ...", file=sys.stderr, flush=True)
-        results[system] = run_measured(cmd, env if system == "lsh-spark" else peer_env)
+        results[system] = run_measured(command(system, args.corpus, out), env)
         results[system]["docs_per_second"] = round(n_docs / results[system]["seconds"], 1)
     print("computing exact ground truth ...", file=sys.stderr, flush=True)
     truth = ground_truth(args.corpus, args.threshold, args.truth_cache)
@@ -255,6 +278,7 @@ def main() -> None:
                     res.update({k: v for k, v in json.loads(line).items()
                                 if k in ("candidate_pairs",)})
     summary = {"corpus": args.corpus, "documents": n_docs, "threshold": args.threshold,
+               "warmup": args.warmup or None,
                "true_pairs": len(truth), "systems": results}
     with open(os.path.join(args.work, "results.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
