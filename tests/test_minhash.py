@@ -85,6 +85,10 @@ def test_kernels_agree_on_a_large_batch(monkeypatch):
     with pytest.raises(ValueError,
                        match="LSH_SPARK_KERNELS 'fortran': allowed values are compiled, numpy"):
         minhash_flat(values, offsets, a, b)
+    # An explicit choice wins over the environment, and is checked the same way.
+    assert np.array_equal(minhash_flat(values, offsets, a, b, "compiled"), numpy_sig)
+    with pytest.raises(ValueError, match="kernel 'gpu': allowed values are compiled, numpy"):
+        minhash_flat(values, offsets, a, b, "gpu")
 
 
 def test_compiled_kernel_needs_numba(monkeypatch):
