@@ -4,9 +4,9 @@ A kernel here is a plain Python function over numpy arrays written as loops
 (no Python objects), which :func:`compiled` turns into machine code with
 numba once per process; numba caches the code on disk (next to the kernel's
 source file, or in its user cache directory), so a new Python worker loads it
-in about 0.2 s instead of compiling it again.  Callers keep a numpy version of every kernel
-with the same results: it runs where numba is missing, and the tests compare
-the two.  ``LSH_SPARK_KERNELS=numpy`` in the environment (of the Python
+in about 0.2 s instead of compiling it again.  Callers keep a numpy version of
+every kernel with the same results: it runs where numba is missing, and the
+tests compare the two.  ``LSH_SPARK_KERNELS=numpy`` in the environment (of the Python
 workers, for the jobs) selects the numpy versions everywhere.
 """
 

@@ -119,7 +119,9 @@ def minhash_flat(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.n
         return np.full((0, num_perm), MERSENNE_31, dtype=np.uint64)
     if use_compiled(kernel):
         sig = np.empty((n_docs, num_perm), dtype=np.uint64)
-        # Contiguous arrays of fixed types: one compiled specialization.
+        # Contiguous arrays of fixed types, so numba compiles (and caches) one
+        # specialization per writability: Arrow's read-only buffers in the
+        # workers, writable arrays elsewhere.
         values = values.view(np.uint64) if values.dtype == np.int64 else values
         compiled(_minhash_loop)(np.ascontiguousarray(values, dtype=np.uint64),
                                 np.ascontiguousarray(offsets), a.astype(np.uint32),
