@@ -212,6 +212,9 @@ def normalize_col(text: Column) -> Column:
 
 
 _BINARY_REASON = "binary_content: {}% of characters are control or undecodable bytes"
+# White space for the whitespace_only_text check (Java regex).
+_WHITE_RE = r"[\s\p{Z}\u0085\u200B\uFEFF]"
+_NOT_WHITE_RE = r"[^\s\p{Z}\u0085\u200B\uFEFF]"
 
 
 def reject_reason(text: Column, max_chars: int, binary: bool = True) -> Column:
@@ -224,13 +227,21 @@ def reject_reason(text: Column, max_chars: int, binary: bool = True) -> Column:
     every character costs the JVM more than a byte table costs numpy).
     """
     n = F.length(text)
+    n_bytes = F.octet_length(text)
+    # The cheap tests guard the costly ones (Spark evaluates ``&`` left first and
+    # stops at false): a text of at most max_chars bytes has at most max_chars
+    # characters, so only longer ones are counted character by character; a
+    # text whose first character is not white space is not all white space,
+    # so the regex, which decodes the whole text into a Java string, runs only
+    # on texts that start with white space, and never on one too large.
+    space_first = F.substring(text, 1, 1).rlike(_WHITE_RE)
     reason = (
         F.when(text.isNull(), F.lit("missing_text: text field is null or absent"))
-        .when(n == 0, F.lit("empty_text: text is the empty string"))
-        .when(~text.rlike(r"[^\s\p{Z}\u0085\u200B\uFEFF]"),
-              F.lit("whitespace_only_text: text holds only white space"))
-        .when(n > max_chars, F.format_string(
+        .when(n_bytes == 0, F.lit("empty_text: text is the empty string"))
+        .when((n_bytes > max_chars) & (n > max_chars), F.format_string(
             "too_large: %d characters > max_text_chars %d", n, F.lit(max_chars)))
+        .when(space_first & ~text.rlike(_NOT_WHITE_RE),
+              F.lit("whitespace_only_text: text holds only white space"))
     )
     if not binary:
         return reason

@@ -55,13 +55,21 @@ def test_prepare_documents_splits_rejects(spark):
     schema = T.StructType([T.StructField("id", T.StringType()),
                            T.StructField("text", T.StringType())])
     rows = [("ok", "Hello World"), ("null", None), ("empty", ""), ("ws", " \t\n\u3000"),
-            ("big", "x" * 101), ("bin", "\x00\x01\x02\ufffd\ufffdab"), ("punct", "?!... 😀")]
+            ("big", "x" * 101), ("bin", "\x00\x01\x02\ufffd\ufffdab"), ("punct", "?!... 😀"),
+            # Leading white space, then words: not white space only.
+            ("lead", "\u3000 \tHello"),
+            # 120 bytes but 60 characters: within the limit of 100 characters.
+            ("multi", "é" * 60),
+            # Too large is found first: the white-space regex never sees a blob.
+            ("big_ws", " " * 101)]
     docs, rejects = prepare_documents(spark.createDataFrame(rows, schema), "text", 100)
-    assert {r.id: r.norm for r in docs.collect()} == {"ok": "hello world"}
+    assert {r.id: (r.norm, r.text_len) for r in docs.collect()} == {
+        "ok": ("hello world", 11), "lead": ("hello", 8), "multi": ("é" * 60, 60)}
     reasons = {r.id: r.reason.split(":")[0] for r in rejects.collect()}
     assert reasons == {"null": "missing_text", "empty": "empty_text",
                        "ws": "whitespace_only_text", "big": "too_large",
-                       "bin": "binary_content", "punct": "no_text_content"}
+                       "bin": "binary_content", "punct": "no_text_content",
+                       "big_ws": "too_large"}
 
 
 def test_reader_reason_takes_precedence(spark):
