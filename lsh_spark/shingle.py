@@ -14,15 +14,16 @@ whole normalized text, so two short documents match only when their texts are
 identical and short documents never pile up into one false cluster.
 
 The signature pass of a MinHash run with word shingles computes the same
-values with numpy in the Python worker that normalizes the text
+values in the Python worker that normalizes the text
 (:func:`word_shingles_arrow`, :func:`text_hash_arrow`), so the normalized text
 never travels back to the JVM: the tokens are found as byte spans of the
-batch's text buffer (:func:`split_spans`) and hashed all at once by XXH64
-written as vectorized uint64 arithmetic (:func:`xxh64_spans`; tokens of 32
-bytes or more go to the ``xxhash`` package), and the k-gram chain is Spark's
-``XXH64.hashLong`` in the same arithmetic.  Both paths give
-bit-identical values (tested); stored signatures and crawl indexes do not
-depend on which one ran.
+batch's text buffer (:func:`split_spans`), hashed by XXH64 and chained into
+k-gram hashes by Spark's ``XXH64.hashLong``, either by compiled loops
+(:func:`_xxh64_loop`, :func:`_kgram_loop`, where numba is installed; see
+:mod:`lsh_spark.kernels`) or by the same arithmetic vectorized in numpy
+(:func:`xxh64_spans`, :func:`_kgram_chain`; tokens of 32 bytes or more go to
+the ``xxhash`` package).  All paths give bit-identical values (tested); stored
+signatures and crawl indexes do not depend on which one ran.
 
 Example
 -------
@@ -41,6 +42,7 @@ import xxhash
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from lsh_spark.kernels import compiled, use_compiled
 from lsh_spark.normalize import string_buffers
 
 
@@ -172,6 +174,7 @@ def _avalanche(h: np.ndarray, t: np.ndarray) -> None:
 
 
 _P5 = 0x27D4EB2F165667C5
+_P5_U64 = np.uint64(_P5)
 _MASK64 = (1 << 64) - 1
 # XXH64 reads a string of 32 bytes or more in 32-byte stripes (four lanes); such
 # tokens are rare in text and go to the xxhash package one by one.
@@ -240,23 +243,30 @@ def _xxh64_of_length(words: np.ndarray, at: np.ndarray, length: int, seed: int
     return h
 
 
-def xxh64_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed: int
-                ) -> np.ndarray:
+def xxh64_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed: int,
+                kernel: str | None = None) -> np.ndarray:
     """XXH64 with ``seed`` of each byte string ``data[starts[i]:starts[i] + lengths[i]]``
     (uint64; ``data`` a uint8 array), equal to ``xxhash.xxh64_intdigest``.
 
-    Strings shorter than 32 bytes, nearly every word token, are hashed together
-    in numpy, in the specification's steps (Collet, xxHash, "XXH64 algorithm
-    description"), one group per length: the strings of one length take the
-    same steps, so each step runs over a whole group without a mask or a
-    scatter (0.62-0.72 s against 0.89-0.93 s for the tokens of the 41k
+    ``kernel`` chooses the implementation (:func:`lsh_spark.kernels.use_compiled`).
+    The compiled one (:func:`_xxh64_loop`) hashes each string in one pass, in
+    registers.  The numpy one hashes strings shorter than 32 bytes, nearly every word
+    token, together, in the specification's steps (Collet, xxHash, "XXH64
+    algorithm description"), one group per length: the strings of one length
+    take the same steps, so each step runs over a whole group without a mask
+    or a scatter (0.62-0.72 s against 0.89-0.93 s for the tokens of the 41k
     benchmark corpus, where each step ran over the strings that still had that
-    much left).  Longer ones go to the ``xxhash`` package.
+    much left); longer ones go to the ``xxhash`` package.
     """
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
     out = np.empty(len(starts), dtype=np.uint64)
     if not len(starts):
+        return out
+    if use_compiled(kernel):
+        compiled(_xxh64_loop)(np.ascontiguousarray(data, dtype=np.uint8),
+                              np.ascontiguousarray(starts), np.ascontiguousarray(lengths),
+                              np.uint64(seed & _MASK64), out)
         return out
     lo = int(starts.min())
     hi = int((starts + lengths).max())
@@ -276,6 +286,105 @@ def xxh64_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed:
         if len(group):
             out[group] = _xxh64_of_length(words, starts[group] - lo, length, seed)
     return out
+
+
+def _xxh64_loop(data, starts, lengths, seed, out):
+    """The compiled kernel of :func:`xxh64_spans` (:func:`lsh_spark.kernels.compiled`):
+    ``out[i]`` is XXH64 with ``seed`` of ``data[starts[i]:starts[i] + lengths[i]]``,
+    the specification's steps for one string: 32-byte stripes in four lanes,
+    then 8-byte words, a 4-byte word and single bytes, then the avalanche."""
+    p1, p2, p3, p4, p5 = _P1, _P2, _P3, _P4, _P5_U64
+    for i in range(starts.shape[0]):
+        q = starts[i]
+        n = lengths[i]
+        end = q + n
+        if n >= 32:
+            v = np.empty(4, dtype=np.uint64)
+            v[0] = seed + p1 + p2
+            v[1] = seed + p2
+            v[2] = seed
+            v[3] = seed - p1
+            while q + 32 <= end:
+                for lane in range(4):
+                    k = np.uint64(0)
+                    for j in range(8):
+                        k |= np.uint64(data[q + j]) << np.uint64(8 * j)
+                    x = v[lane] + k * p2
+                    v[lane] = ((x << np.uint64(31)) | (x >> np.uint64(33))) * p1
+                    q += 8
+            h = (((v[0] << np.uint64(1)) | (v[0] >> np.uint64(63)))
+                 + ((v[1] << np.uint64(7)) | (v[1] >> np.uint64(57)))
+                 + ((v[2] << np.uint64(12)) | (v[2] >> np.uint64(52)))
+                 + ((v[3] << np.uint64(18)) | (v[3] >> np.uint64(46))))
+            for lane in range(4):
+                x = v[lane] * p2
+                h ^= ((x << np.uint64(31)) | (x >> np.uint64(33))) * p1
+                h = h * p1 + p4
+        else:
+            h = seed + p5
+        h += np.uint64(n)
+        while q + 8 <= end:
+            k = np.uint64(0)
+            for j in range(8):
+                k |= np.uint64(data[q + j]) << np.uint64(8 * j)
+            x = k * p2
+            h ^= ((x << np.uint64(31)) | (x >> np.uint64(33))) * p1
+            h = ((h << np.uint64(27)) | (h >> np.uint64(37))) * p1 + p4
+            q += 8
+        if q + 4 <= end:
+            k = np.uint64(0)
+            for j in range(4):
+                k |= np.uint64(data[q + j]) << np.uint64(8 * j)
+            h ^= k * p1
+            h = ((h << np.uint64(23)) | (h >> np.uint64(41))) * p2 + p3
+            q += 4
+        while q < end:
+            h ^= np.uint64(data[q]) * p5
+            h = ((h << np.uint64(11)) | (h >> np.uint64(53))) * p1
+            q += 1
+        h ^= h >> np.uint64(33)
+        h *= p2
+        h ^= h >> np.uint64(29)
+        h *= p3
+        h ^= h >> np.uint64(32)
+        out[i] = h
+
+
+def _kgram_loop(tokens, counts, k, h1, out):
+    """The compiled k-gram chain of :func:`word_shingles_arrow`: for text ``i`` of
+    ``counts[i]`` consecutive token hashes in ``tokens``, Spark's
+    ``XXH64.hashLong`` chained from ``h1`` over each run of ``k`` of them,
+    written after the previous text's values into ``out`` (uint64).  A text of
+    fewer than ``k`` tokens (but at least one) keeps one slot, not written here
+    (the hash of its whole text goes there); a text of none keeps none."""
+    p1, p2, p3, p4 = _P1, _P2, _P3, _P4
+    p5_8 = _P5_PLUS_8
+    at = 0  # the text's first token
+    w = 0  # its first value's slot
+    for i in range(counts.shape[0]):
+        c = counts[i]
+        if c < k:
+            at += c
+            w += min(c, 1)
+            continue
+        grams = c - k + 1
+        # Round by round over all the text's k-grams: independent chains, which
+        # the processor overlaps (one k-gram at a time waits on each multiply).
+        chain = out[w:w + grams]
+        chain[:] = h1
+        for j in range(k):
+            for g in range(grams):
+                x = tokens[at + g + j] * p2
+                h = chain[g] + p5_8
+                h ^= ((x << np.uint64(31)) | (x >> np.uint64(33))) * p1
+                h = ((h << np.uint64(27)) | (h >> np.uint64(37))) * p1 + p4
+                h ^= h >> np.uint64(33)
+                h *= p2
+                h ^= h >> np.uint64(29)
+                h *= p3
+                chain[g] = h ^ (h >> np.uint64(32))
+        at += c
+        w += grams
 
 
 def split_spans(texts: pa.Array, sep: int = ord(" ")) -> tuple[np.ndarray, np.ndarray,
@@ -316,34 +425,22 @@ def split_spans(texts: pa.Array, sep: int = ord(" ")) -> tuple[np.ndarray, np.nd
 
 
 def _hash_strings(values: pa.Array, *seeds: int) -> list[np.ndarray]:
-    """Spark's ``xxhash64(seed, s)`` (as uint64) of every string of ``values``, per seed."""
+    """Spark's ``xxhash64(seed, s)`` (as uint64) of every string of ``values``, per seed.
+
+    One ``xxhash`` call per string: for whole texts the package's vectorized
+    code beats :func:`_xxh64_loop` (0.09 s against 0.11 s for the two text
+    hashes of the 41k benchmark corpus)."""
     raw = values.cast(pa.large_binary()).to_pylist()
     return [np.fromiter((xxhash.xxh64_intdigest(b, seed=h1) for b in raw),
                         dtype=np.uint64, count=len(raw))
             for h1 in map(_seed_hash, seeds)]
 
 
-def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
-    """:func:`add_shingles` with ``kind="word"`` over an Arrow array of normalized texts.
-
-    Returns ``list<int64>``: the sorted distinct shingle hashes of each text,
-    null where ``norm`` is null, identical to the Spark path's values.  The
-    tokens are hashed in place in the text buffer (:func:`split_spans`,
-    :func:`xxh64_spans`): for a batch of 2,048 texts (902,383 tokens) that
-    took 0.06 s, against 0.11 s for Arrow's split, a dictionary of the distinct
-    tokens and one ``xxhash`` call per distinct token.  The k-gram hashes are
-    one vectorized chain of ``k`` ``hashLong`` rounds over all k-grams.
-    """
-    norm = pa.array(norm) if not isinstance(norm, pa.Array) else norm
-    n = len(norm)
-    data, starts, lengths, counts = split_spans(norm)
-    valid = counts > 0  # a text, even an empty one, has at least one token
-    token_hash = xxh64_spans(data, starts, lengths, _seed_hash(seed))
-    grams = np.where(counts >= k, counts - k + 1, 0)
-    short = valid & (counts < k)
-    sizes = np.where(short, 1, grams)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
+def _kgram_chain(token_hash: np.ndarray, counts: np.ndarray, grams: np.ndarray,
+                 sizes: np.ndarray, short: np.ndarray, k: int, h1: np.uint64) -> np.ndarray:
+    """The numpy version of :func:`_kgram_loop`: ``sizes[i]`` slots per text, those of
+    the texts not ``short`` (fewer than ``k`` tokens) holding their k-gram hashes."""
+    n = len(counts)
     # The chain runs over every token position of the batch, reading k
     # shifted contiguous slices (no gathers); the positions where a k-gram of
     # the same text starts are then picked in order, which is slot order.
@@ -355,7 +452,6 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
     chained = np.empty(total, dtype=np.uint64)
     v = np.empty(min(_CHUNK, total), dtype=np.uint64)
     t = np.empty_like(v)
-    h1 = np.uint64(_seed_hash(seed))
     for c0 in range(0, total, _CHUNK):
         hc = chained[c0:c0 + _CHUNK]
         vc, tc = v[:len(hc)], t[:len(hc)]
@@ -363,8 +459,46 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int) -> pa.ListArray:
         for j in range(k):
             np.copyto(vc, padded[c0 + j:c0 + j + len(hc)])
             _hash_long(vc, hc, tc)
-    values = np.empty(int(offsets[-1]), dtype=np.uint64)
+    values = np.empty(int(sizes.sum()), dtype=np.uint64)
     values[np.repeat(~short, sizes)] = chained[starts_gram]
+    return values
+
+
+def word_shingles_arrow(norm: pa.Array, k: int, seed: int, kernel: str | None = None
+                        ) -> pa.ListArray:
+    """:func:`add_shingles` with ``kind="word"`` over an Arrow array of normalized texts.
+
+    Returns ``list<int64>``: the sorted distinct shingle hashes of each text,
+    null where ``norm`` is null, identical to the Spark path's values.  The
+    tokens are hashed in place in the text buffer (:func:`split_spans`,
+    :func:`xxh64_spans`): for a batch of 2,048 texts (902,383 tokens) that
+    took 0.06 s in numpy, against 0.11 s for Arrow's split, a dictionary of the distinct
+    tokens and one ``xxhash`` call per distinct token.  ``kernel`` chooses how
+    the tokens and k-grams are hashed (:func:`lsh_spark.kernels.use_compiled`):
+    the compiled kernels hash one token, then one round of the k-gram chain
+    over a text's k-grams, at a time (:func:`_xxh64_loop`, :func:`_kgram_loop`);
+    the numpy path runs each step over a whole batch (:func:`_kgram_chain`).
+    Either way each text's hashes are then sorted by numpy's sort (numba's
+    sort took 0.61 s against 0.07 s for the 41k benchmark corpus).  For that
+    corpus in 2,048-text batches, on one core: 0.64 s compiled against 1.18 s
+    in numpy (best of five; ``bench/minhash_throughput.py`` times both).
+    """
+    norm = pa.array(norm) if not isinstance(norm, pa.Array) else norm
+    n = len(norm)
+    data, starts, lengths, counts = split_spans(norm)
+    valid = counts > 0  # a text, even an empty one, has at least one token
+    token_hash = xxh64_spans(data, starts, lengths, _seed_hash(seed), kernel)
+    grams = np.where(counts >= k, counts - k + 1, 0)
+    short = valid & (counts < k)
+    sizes = np.where(short, 1, grams)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    h1 = np.uint64(_seed_hash(seed))
+    if use_compiled(kernel):
+        values = np.empty(int(offsets[-1]), dtype=np.uint64)
+        compiled(_kgram_loop)(token_hash, counts, k, h1, values)
+    else:
+        values = _kgram_chain(token_hash, counts, grams, sizes, short, k, h1)
     # A text of fewer than k tokens: one shingle, the hash of the whole text.
     if short.any():
         values[offsets[:-1][short]] = _hash_strings(norm.filter(pa.array(short)), seed)[0]

@@ -5,6 +5,7 @@ import xxhash
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lsh_spark.kernels import KERNELS
 from lsh_spark.shingle import add_shingles, text_hash
 
 
@@ -122,10 +123,50 @@ def test_numpy_word_shingles_equal_the_spark_path(spark, k, seed):
     rows = add_shingles(df.select("norm", text_hash(F.col("norm"), seed).alias("h")),
                         "word", k, seed).collect()
     norm = pa.array(NUMPY_TEXTS, type=pa.large_string())
-    assert word_shingles_arrow(norm, k, seed).to_pylist() == [r.shingles for r in rows]
+    for kernel in KERNELS:
+        assert word_shingles_arrow(norm, k, seed, kernel).to_pylist() == [
+            r.shingles for r in rows]
     # The fingerprint is null for a null text (the pipeline only asks for accepted ones).
     assert text_hash_arrow(norm, seed).to_pylist() == [
         None if t is None else bytes(r.h) for t, r in zip(NUMPY_TEXTS, rows)]
+
+
+def _random_texts(rng, n):
+    """Texts of random tokens: lengths 0-70 bytes (empty tokens from double spaces,
+    tokens past XXH64's 32-byte stripes), ASCII and multi-byte characters, nulls,
+    empty texts and texts shorter than k."""
+    alphabet = list("abcdefghij0123456789") + ["é", "ü", "東", "𠀀"]
+    out = []
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.05:
+            out.append(None)
+            continue
+        if r < 0.08:
+            out.append("")
+            continue
+        tokens = ["".join(rng.choice(alphabet, size=int(rng.choice([0, 1, 3, 5, 8, 12, 31, 33, 70]))))
+                  for _ in range(int(rng.integers(1, 60)))]
+        out.append(" ".join(tokens))
+    return out
+
+
+@pytest.mark.parametrize("k,seed", [(1, 0), (2, 3), (5, 1), (9, 2**40)])
+def test_compiled_and_numpy_word_shingles_agree(k, seed):
+    """The compiled kernels give the numpy path's values on random batches of
+    every shape (the numpy path equals the Spark path above)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from lsh_spark.shingle import word_shingles_arrow
+
+    rng = np.random.default_rng(k)
+    texts = pa.array(["head", *_random_texts(rng, 400), "tail"],
+                     type=pa.large_string()).slice(1, 400)
+    sizes = [len(t.split(" ")) for t in texts.to_pylist() if t is not None]
+    assert texts.null_count and "" in texts.to_pylist() and (k == 1 or min(sizes) < k)
+    got, want = (word_shingles_arrow(texts, k, seed, kernel) for kernel in KERNELS)
+    assert got.equals(want)
 
 
 def test_numpy_word_shingles_of_an_empty_batch_and_all_nulls():
@@ -182,8 +223,9 @@ def test_packed_slices_keep_each_batch_within_the_limit():
 
 
 # -- token spans and the vectorized XXH64 of word_shingles_arrow -----------------
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("seed", [0, 42, 2**63 + 12345, 2**64 - 1])
-def test_xxh64_spans_equals_xxhash_for_every_length(seed):
+def test_xxh64_spans_equals_xxhash_for_every_length(seed, kernel):
     import numpy as np
 
     from lsh_spark.shingle import xxh64_spans
@@ -193,11 +235,12 @@ def test_xxh64_spans_equals_xxhash_for_every_length(seed):
     # Every length from 0 to 80 (past the 32-byte stripes), at every alignment.
     lengths = np.repeat(np.arange(81), 8)
     starts = rng.integers(0, len(data) - 81, len(lengths)) // 8 * 8 + np.tile(np.arange(8), 81)
-    got = xxh64_spans(data, starts, lengths, seed)
+    got = xxh64_spans(data, starts, lengths, seed, kernel)
     want = [xxhash.xxh64_intdigest(data[s:s + n].tobytes(), seed=seed)
             for s, n in zip(starts.tolist(), lengths.tolist())]
     assert got.tolist() == want
-    assert xxh64_spans(data, np.array([], np.int64), np.array([], np.int64), seed).size == 0
+    assert xxh64_spans(data, np.array([], np.int64), np.array([], np.int64), seed,
+                       kernel).size == 0
 
 
 SPLIT_TEXTS = ["a b", "", None, " lead", "trail ", "two  spaces", "héllo wörld ✓ 𠀀",
