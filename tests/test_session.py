@@ -242,3 +242,19 @@ def test_users_adaptive_setting_always_wins(value):
         user = _Sized(cores=2, submitted={"spark.sql.adaptive.enabled": value})
         assert size_adaptive_execution(user, partitions) is (value == "true")
         assert user.conf["spark.sql.adaptive.enabled"] == value
+
+
+@pytest.mark.parametrize("settings,want", [
+    ({"spark.master": "local[2]"}, {"spark.task.maxDirectResultSize": "64m"}),
+    ({"spark.master": "local[*]", "spark.task.maxDirectResultSize": "4m"}, {}),
+    ({"spark.master": "spark://head:7077"}, {}),
+    ({"spark.master": "yarn"}, {}),
+    ({}, {}),
+])
+def test_context_defaults_send_task_results_directly_in_local_mode_only(settings, want):
+    from pyspark import SparkConf
+
+    from lsh_spark.session import context_defaults
+
+    given = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    assert context_defaults(given) == want
