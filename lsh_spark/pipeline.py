@@ -726,7 +726,7 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
     JSON Lines input: the signature pass reads only the id and text columns,
     typed from the input's first lines, while Spark infers the whole schema
     (a full pass over the input, needed for ``deduped/``) in the background,
-    beside the candidate and verification stages.  If the whole input types
+    beside the verification stage.  If the whole input types
     the id or text otherwise, the run starts again with that schema.
     """
     try:
@@ -755,8 +755,11 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
         # shingles/ is deleted before the commit: its sets travel packed.
         signatures = stage_signatures(spark, input_path, out, cfg, head_types=head_types,
                                       packed=True)
-        infer_json_schema_in_background(spark, input_path)
         candidates = stage_candidates(spark, out, cfg, signatures["counts"]["accepted"])
+        # The whole input's JSON schema (for deduped/) beside verification, whose
+        # planning leaves the cores idle: started before the candidate stage,
+        # its tasks took both cores and that stage's first job waited for them.
+        infer_json_schema_in_background(spark, input_path)
         verified = stage_verify(spark, out, cfg,
                                 block_members=candidates["buckets"].get("block_members"))
         confirm_json_head(spark, input_path)
