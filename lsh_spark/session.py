@@ -39,9 +39,12 @@ def context_defaults(given: SparkConf) -> dict[str, str]:
     time, and 0.22 and 0.57 s when sent directly.  Clusters keep Spark's
     default, since their direct results travel in RPC messages.
     """
+    master = given.get("spark.master", "")
+    # local, local[n], local[n, retries]; not local-cluster, whose executors are
+    # JVMs of their own.
+    one_jvm = master == "local" or master.startswith("local[")
     out = {}
-    if given.get("spark.master", "").startswith("local") and not given.contains(
-            DIRECT_RESULT_KEY):
+    if one_jvm and not given.contains(DIRECT_RESULT_KEY):
         out[DIRECT_RESULT_KEY] = LOCAL_DIRECT_RESULT
     return out
 

@@ -246,6 +246,8 @@ def test_users_adaptive_setting_always_wins(value):
 
 @pytest.mark.parametrize("settings,want", [
     ({"spark.master": "local[2]"}, {"spark.task.maxDirectResultSize": "64m"}),
+    ({"spark.master": "local"}, {"spark.task.maxDirectResultSize": "64m"}),
+    ({"spark.master": "local-cluster[2,1,1024]"}, {}),
     ({"spark.master": "local[*]", "spark.task.maxDirectResultSize": "4m"}, {}),
     ({"spark.master": "spark://head:7077"}, {}),
     ({"spark.master": "yarn"}, {}),
