@@ -134,7 +134,7 @@ def _minhash_loop(values, offsets, a, b, out):
     """The compiled kernel's source (:func:`lsh_spark.kernels.compiled`): ``out[d, i]``
     is the minimum over document ``d``'s shingles ``x`` of ``(a[i] * (x mod p) +
     b[i]) mod p``, by the same division-free fold as the numpy kernel."""
-    p = np.uint64(2147483647)
+    p = MERSENNE_31
     s31 = np.uint64(31)
     num_perm = a.shape[0]
     row = np.empty(num_perm, dtype=np.uint64)
