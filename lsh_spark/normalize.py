@@ -215,6 +215,13 @@ _BINARY_REASON = "binary_content: {}% of characters are control or undecodable b
 # White space for the whitespace_only_text check (Java regex).
 _WHITE_RE = r"[\s\p{Z}\u0085\u200B\uFEFF]"
 _NOT_WHITE_RE = r"[^\s\p{Z}\u0085\u200B\uFEFF]"
+# The code points _WHITE_RE matches: Java's \s (tab, line feed, vertical tab,
+# form feed, carriage return, space), the Unicode separators \p{Z} (Zs, Zl, Zp
+# in the JVM's Unicode 13 tables), U+0085, U+200B and U+FEFF.  A test checks
+# them against the regex over every code point of the Basic Multilingual Plane.
+_WHITE_CODEPOINTS = (0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680,
+                     *range(0x2000, 0x200C), 0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
+                     0xFEFF)
 
 
 def reject_reason(text: Column, max_chars: int, binary: bool = True) -> Column:
@@ -233,8 +240,11 @@ def reject_reason(text: Column, max_chars: int, binary: bool = True) -> Column:
     # characters, so only longer ones are counted character by character; a
     # text whose first character is not white space is not all white space,
     # so the regex, which decodes the whole text into a Java string, runs only
-    # on texts that start with white space, and never on one too large.
-    space_first = F.substring(text, 1, 1).rlike(_WHITE_RE)
+    # on texts that start with white space, and never on one too large.  The
+    # first character's code point comes from ``ascii``, which reads one
+    # character; ``substring(text, 1, 1)`` counts every character of the text
+    # first (a quarter of the JVM's samples in the signature pass).
+    space_first = F.ascii(text).isin(*_WHITE_CODEPOINTS)
     reason = (
         F.when(text.isNull(), F.lit("missing_text: text field is null or absent"))
         .when(n_bytes == 0, F.lit("empty_text: text is the empty string"))

@@ -61,7 +61,9 @@ def test_prepare_documents_splits_rejects(spark):
             # 120 bytes but 60 characters: within the limit of 100 characters.
             ("multi", "é" * 60),
             # Too large is found first: the white-space regex never sees a blob.
-            ("big_ws", " " * 101)]
+            ("big_ws", " " * 101),
+            # White space only, starting with separators outside ASCII.
+            ("ws_line", "\u2028\u00a0\ufeff"), ("ws_nel", "\u0085 ")]
     docs, rejects = prepare_documents(spark.createDataFrame(rows, schema), "text", 100)
     assert {r.id: (r.norm, r.text_len) for r in docs.collect()} == {
         "ok": ("hello world", 11), "lead": ("hello", 8), "multi": ("é" * 60, 60)}
@@ -69,7 +71,26 @@ def test_prepare_documents_splits_rejects(spark):
     assert reasons == {"null": "missing_text", "empty": "empty_text",
                        "ws": "whitespace_only_text", "big": "too_large",
                        "bin": "binary_content", "punct": "no_text_content",
-                       "big_ws": "too_large"}
+                       "big_ws": "too_large", "ws_line": "whitespace_only_text",
+                       "ws_nel": "whitespace_only_text"}
+
+
+def test_white_code_points_are_the_white_space_regex(spark):
+    # The reject check reads the first character's code point (``ascii``) and
+    # looks it up instead of matching _WHITE_RE: the same answer for every
+    # character of the Basic Multilingual Plane and a few beyond it.
+    from lsh_spark.normalize import _WHITE_CODEPOINTS, _WHITE_RE
+    chars = [chr(c) + "x" for c in [*range(0xD800), *range(0xE000, 0x10000),
+                                    0x1F600, 0x10FFFF]]
+    df = spark.createDataFrame([(t,) for t in chars], "t string")
+    got = df.select(
+        F.col("t"),
+        F.ascii("t").isin(*_WHITE_CODEPOINTS).alias("lookup"),
+        F.substring("t", 1, 1).rlike(_WHITE_RE).alias("regex")).filter(
+        F.col("lookup") != F.col("regex")).collect()
+    assert got == []
+    assert df.filter(F.ascii("t").isin(*_WHITE_CODEPOINTS)).count() == len(
+        set(_WHITE_CODEPOINTS)) == 27
 
 
 def test_reader_reason_takes_precedence(spark):
