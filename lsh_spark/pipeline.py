@@ -48,9 +48,10 @@ from lsh_spark.io import (
 )
 from lsh_spark.minhash import minhash
 from lsh_spark.simhash import add_simhash, block_bounds, explode_tables, hamming
-from lsh_spark.features import word_minhash_features
+from lsh_spark.features import start_workers, word_minhash_features
 from lsh_spark.normalize import checked_texts, prepare
-from lsh_spark.session import adaptive_enabled, size_shuffle_partitions
+from lsh_spark.session import (adaptive_enabled, local_cores, local_master,
+                               size_shuffle_partitions)
 from lsh_spark.shingle import add_shingles, text_hash
 from lsh_spark import verify as verify_module
 from lsh_spark.verify import (
@@ -747,6 +748,12 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
     plotter = ThreadPoolExecutor(max_workers=1)
     s_curve = plotter.submit(_s_curve_png, cfg) if cfg.method != "simhash" else None
     plotter.shutdown(wait=False)
+    sc = spark.sparkContext
+    if (not restarted and cfg.method == "minhash" and cfg.shingle == "word"
+            and local_master(sc.master)):
+        # The signature pass's Python workers start (imports, compiled
+        # kernels) while the driver plans it, instead of inside it.
+        start_workers(spark, cfg.shingle_k, cfg.seed, cfg.num_perm, local_cores(sc.master))
     try:
         partitions = size_shuffle_partitions(
             spark, FileSystem(spark, input_path).size_bytes(input_path))

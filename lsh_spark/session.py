@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
@@ -39,14 +41,26 @@ def context_defaults(given: SparkConf) -> dict[str, str]:
     time, and 0.22 and 0.57 s when sent directly.  Clusters keep Spark's
     default, since their direct results travel in RPC messages.
     """
-    master = given.get("spark.master", "")
-    # local, local[n], local[n, retries]; not local-cluster, whose executors are
-    # JVMs of their own.
-    one_jvm = master == "local" or master.startswith("local[")
     out = {}
-    if one_jvm and not given.contains(DIRECT_RESULT_KEY):
+    if local_master(given.get("spark.master", "")) and not given.contains(DIRECT_RESULT_KEY):
         out[DIRECT_RESULT_KEY] = LOCAL_DIRECT_RESULT
     return out
+
+
+def local_master(master: str) -> bool:
+    """Whether ``master`` runs every task in the driver's JVM: ``local``,
+    ``local[n]``, ``local[n, retries]``; not ``local-cluster``, whose executors
+    are JVMs of their own."""
+    return master == "local" or master.startswith("local[")
+
+
+def local_cores(master: str) -> int:
+    """The task slots of a :func:`local_master`: 1 for ``local``, ``n`` for
+    ``local[n]`` and ``local[n, retries]``, every core for ``local[*]``."""
+    if master == "local":
+        return 1
+    n = master[len("local["):].split(",")[0].rstrip("]").strip()
+    return (os.cpu_count() or 1) if n == "*" else int(n)
 
 
 def build_session(app_name: str) -> SparkSession:

@@ -260,3 +260,16 @@ def test_context_defaults_send_task_results_directly_in_local_mode_only(settings
 
     given = SparkConf(loadDefaults=False).setAll(list(settings.items()))
     assert context_defaults(given) == want
+
+
+@pytest.mark.parametrize("master,local,cores", [
+    ("local", True, 1), ("local[2]", True, 2), ("local[3, 4]", True, 3),
+    ("local[*]", True, os.cpu_count()), ("local-cluster[2,1,1024]", False, None),
+    ("spark://head:7077", False, None), ("yarn", False, None),
+])
+def test_local_masters_and_their_cores(master, local, cores):
+    from lsh_spark.session import local_cores, local_master
+
+    assert local_master(master) is local
+    if local:
+        assert local_cores(master) == cores
