@@ -9,7 +9,7 @@ values are the same as those of the Spark path (:func:`lsh_spark.normalize.prepa
 
 Example
 -------
->>> checked = checked_texts(raw, "text", 10**7, binary=False)  # doctest: +SKIP
+>>> checked = checked_texts(raw, "text", 10**7, binary=False, passed_len=False)  # doctest: +SKIP
 >>> feats = word_minhash_features(checked, 5, 1, 128)  # doctest: +SKIP
 >>> feats.columns  # doctest: +SKIP
 ['id', 'text_len', 'reason', 'text_hash', 'shingles', 'signature', 'num_shingles']
@@ -26,7 +26,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lsh_spark.minhash import permutation_params, signature_arrays
-from lsh_spark.normalize import NO_TEXT, TEXT_CHAR, binary_reasons, keep_where, normalize_array
+from lsh_spark.normalize import (NO_TEXT, TEXT_CHAR, binary_reasons, char_lengths, keep_where,
+                                 normalize_array)
 from lsh_spark.shingle import pack_shingles, packed_slices, text_hash_arrow, word_shingles_arrow
 
 
@@ -42,8 +43,11 @@ def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.Record
     norm = keep_where(pc.is_null(reason), norm)
     shingles = word_shingles_arrow(norm, k, seed)
     signature, num_shingles = signature_arrays(shingles, a, b)
+    # The characters of the texts passed on (checked_texts(passed_len=False)
+    # counted only those it withheld).
+    text_len = pc.coalesce(batch.column("text_len"), char_lengths(text))
     return pa.RecordBatch.from_arrays(
-        [batch.column("id"), batch.column("text_len"),
+        [batch.column("id"), text_len,
          reason, text_hash_arrow(norm, seed), shingles, signature, num_shingles],
         names=["id", "text_len", "reason", "text_hash", "shingles", "signature",
                "num_shingles"])
@@ -52,6 +56,7 @@ def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.Record
 def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int,
                           packed: bool = False) -> DataFrame:
     """``(id, text_len, text, reason)`` from :func:`lsh_spark.normalize.checked_texts`
+    (``text_len`` may be null where ``text`` is not: it is counted here)
     -> ``(id, text_len, reason, text_hash, shingles, signature, num_shingles)``.
 
     One row per record.  The control-character check of
@@ -117,7 +122,7 @@ def start_workers(spark: SparkSession, k: int, seed: int, num_perm: int,
 
     def warm(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sample = pa.RecordBatch.from_pydict({
-            "id": ["warm-up"], "text_len": [len(_WARM_TEXT)], "text": [_WARM_TEXT],
+            "id": ["warm-up"], "text_len": pa.array([None], pa.int32()), "text": [_WARM_TEXT],
             "reason": pa.array([None], pa.string())})
         for batch in batches:
             _features_batch(sample, k, seed, a, b)

@@ -89,10 +89,14 @@ def valid_utf8(arr: pa.Array) -> pa.Array:
         arr.validate(full=True)
         return arr
     except pa.ArrowInvalid:
-        raw = arr.cast(pa.large_binary() if pa.types.is_large_string(arr.type)
-                       else pa.binary()).to_pylist()
-        return pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw],
-                        arr.type)
+        return pa.array([None if b is None else b.decode("utf-8", "replace")
+                         for b in _raw_bytes(arr)], arr.type)
+
+
+def _raw_bytes(arr: pa.Array) -> list[bytes | None]:
+    """The bytes of each string of ``arr``, unchecked (malformed UTF-8 included)."""
+    return arr.cast(pa.large_binary() if pa.types.is_large_string(arr.type)
+                    else pa.binary()).to_pylist()
 
 
 def _normalize_unicode(arr: pa.Array) -> pa.Array:
@@ -327,8 +331,8 @@ NO_TEXT = "no_text_content: no letters or digits left after normalization"
 TEXT_CHAR = r"[\p{L}\p{N}]"
 
 
-def checked_texts(df: DataFrame, text_col: str, max_chars: int, binary: bool = True
-                  ) -> DataFrame:
+def checked_texts(df: DataFrame, text_col: str, max_chars: int, binary: bool = True,
+                  passed_len: bool = True) -> DataFrame:
     """``(id, text_col, [reject_reason]) -> (id, text_len, text, reason)``: the cheap checks.
 
     ``text`` is the raw text where ``reason`` is null (still to be normalized),
@@ -336,14 +340,54 @@ def checked_texts(df: DataFrame, text_col: str, max_chars: int, binary: bool = T
     pre-existing ``reject_reason`` column (from the reader: unparseable lines,
     null ids) takes precedence over the text checks.  ``binary=False``: the
     control-character check is left to the caller (:func:`binary_reasons`).
+    ``passed_len=False``: ``text_len`` is null where ``text`` is passed on, for
+    a caller that counts those texts' characters itself (:func:`char_lengths`,
+    in its Arrow pass): Spark's ``length`` walks every byte of every text.
     """
     reason = reject_reason(F.col(text_col), max_chars, binary)
     if "reject_reason" in df.columns:
         reason = F.coalesce(F.col("reject_reason"), reason)
     staged = df.select("id", F.col(text_col).alias("_text"), reason.alias("reason"))
-    return staged.select("id", F.length("_text").alias("text_len"),
-                         F.when(F.col("reason").isNull(), F.col("_text")).alias("text"),
-                         "reason")
+    passed = F.col("reason").isNull()
+    text_len = F.length("_text")
+    if not passed_len:
+        text_len = F.when(~passed, text_len)
+    return staged.select("id", text_len.alias("text_len"),
+                         F.when(passed, F.col("_text")).alias("text"), "reason")
+
+
+# How many bytes Spark's UTF8String.numChars (SQL ``length``) steps over for
+# each first byte (measured on Spark 4.0 with every byte value): a malformed
+# first byte (a continuation byte, C0, C1, F5-FF) counts as a character of one
+# byte, and a sequence cut short by the end of the string as one character.
+_SPARK_CHAR_BYTES = np.ones(256, dtype=np.int64)
+_SPARK_CHAR_BYTES[0xC2:0xE0] = 2
+_SPARK_CHAR_BYTES[0xE0:0xF0] = 3
+_SPARK_CHAR_BYTES[0xF0:0xF5] = 4
+
+
+def _spark_num_chars(raw: bytes) -> int:
+    try:
+        return len(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        n = i = 0
+        while i < len(raw):
+            i += int(_SPARK_CHAR_BYTES[raw[i]])
+            n += 1
+        return n
+
+
+def char_lengths(texts: pa.Array) -> pa.Array:
+    """Spark's ``length`` of every string of an Arrow string array (int32, null
+    for null): its code points when it is valid UTF-8 (one vectorized check for
+    the batch, then Arrow's count), otherwise Spark's byte walk over the
+    malformed strings (:data:`_SPARK_CHAR_BYTES`)."""
+    try:
+        texts.validate(full=True)
+        return pc.utf8_length(texts).cast(pa.int32())
+    except pa.ArrowInvalid:
+        return pa.array([None if b is None else _spark_num_chars(b)
+                         for b in _raw_bytes(texts)], pa.int32())
 
 
 def prepare(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:

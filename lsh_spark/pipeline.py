@@ -174,7 +174,8 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         if fused:
             # Normalize, shingle, fingerprint and MinHash in one Python pass.
             features = word_minhash_features(
-                checked_texts(raw, cfg.text_col, cfg.max_text_chars, binary=False),
+                checked_texts(raw, cfg.text_col, cfg.max_text_chars, binary=False,
+                              passed_len=False),
                 cfg.shingle_k, cfg.seed, cfg.num_perm, packed=packed)
         else:
             prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)

@@ -1,5 +1,6 @@
 """The fused signature pass equals the Spark path it replaces for word shingles."""
 
+import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
@@ -47,9 +48,13 @@ def test_packed_features_hold_the_same_sets(spark):
     assert got == want and sum(v is not None for v in got.values()) >= 8
 
 
-def test_fused_features_equal_the_spark_path(spark):
+@pytest.mark.parametrize("passed_len", [True, False])
+def test_fused_features_equal_the_spark_path(spark, passed_len):
+    # passed_len=False: the Python pass counts the characters of the texts
+    # the JVM passed on (char_lengths), with the same text_len.
     raw = spark.createDataFrame(TEXTS, "id string, text string")
-    got = word_minhash_features(checked_texts(raw, "text", 1000, binary=False), 3, 5, 16)
+    got = word_minhash_features(
+        checked_texts(raw, "text", 1000, binary=False, passed_len=passed_len), 3, 5, 16)
     prepared = prepare(raw, "text", 1000)
     ok = F.col("reason").isNull()
     feats = add_shingles(prepared.select(

@@ -93,6 +93,35 @@ def test_white_code_points_are_the_white_space_regex(spark):
         set(_WHITE_CODEPOINTS)) == 27
 
 
+def test_char_lengths_equal_sparks_length(spark):
+    # Spark's length() of strings whose bytes it never checked (the text
+    # reader's): valid UTF-8, lone continuation bytes, sequences cut short,
+    # C0/C1/F5-FF lead bytes; and a batch of valid strings alone.
+    from lsh_spark.normalize import char_lengths
+
+    rng = random.Random(11)
+    pieces = [b"a", b" ", "é".encode(), "€".encode(), "😀".encode(), b"\x80", b"\xbf",
+              b"\xc0", b"\xc1", b"\xc3", b"\xe2\x82", b"\xf0\x9f", b"\xf5", b"\xff", b"\xed\xa0\x80"]
+    raw = [b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12))) for _ in range(2000)]
+    raw += [b"\xc3", b"\xf0", b"\xe2\x82", b"", None]
+    want = [r.n for r in spark.createDataFrame([(b,) for b in raw], "b binary")
+            .select(F.length(F.col("b").cast("string")).alias("n")).collect()]
+    arr = pa.array(raw, pa.binary()).view(pa.string())
+    assert char_lengths(arr).to_pylist() == want
+    valid = [b for b in raw if b is None or _decodes(b)]
+    arr = pa.array(valid, pa.binary()).view(pa.string())
+    assert char_lengths(arr).to_pylist() == [None if b is None else len(b.decode()) for b in valid]
+    assert char_lengths(arr).type == pa.int32()
+
+
+def _decodes(b):
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
 def test_reader_reason_takes_precedence(spark):
     df = spark.createDataFrame([("a", "fine text", "invalid_record: x")],
                                "id string, text string, reject_reason string")
