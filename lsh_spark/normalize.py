@@ -217,7 +217,9 @@ def normalize_col(text: Column) -> Column:
 
 
 _BINARY_REASON = "binary_content: {}% of characters are control or undecodable bytes"
-# White space for the whitespace_only_text check (Java regex).
+# White space for the whitespace_only_text check (Java regex): the check runs
+# _NOT_WHITE_RE over a text whose first character is one of _WHITE_CODEPOINTS;
+# _WHITE_RE, the class itself, is what the test checks that list against.
 _WHITE_RE = r"[\s\p{Z}\u0085\u200B\uFEFF]"
 _NOT_WHITE_RE = r"[^\s\p{Z}\u0085\u200B\uFEFF]"
 # The code points _WHITE_RE matches: Java's \s (tab, line feed, vertical tab,
