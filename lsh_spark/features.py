@@ -29,6 +29,7 @@ from lsh_spark.minhash import permutation_params, signature_arrays
 from lsh_spark.normalize import (NO_TEXT, TEXT_CHAR, binary_reasons, char_lengths, keep_where,
                                  normalize_array)
 from lsh_spark.shingle import pack_shingles, packed_slices, text_hash_arrow, word_shingles_arrow
+from lsh_spark.worker_process import freeze_loaded
 
 
 def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.RecordBatch:
@@ -84,6 +85,7 @@ def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int,
     ])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_loaded()
         for batch in batches:
             out = _features_batch(batch, k, seed, a, b)
             if not packed:
@@ -121,6 +123,7 @@ def start_workers(spark: SparkSession, k: int, seed: int, num_perm: int,
     a, b = permutation_params(num_perm, seed)
 
     def warm(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_loaded()
         sample = pa.RecordBatch.from_pydict({
             "id": ["warm-up"], "text_len": pa.array([None], pa.int32()), "text": [_WARM_TEXT],
             "reason": pa.array([None], pa.string())})

@@ -1,9 +1,9 @@
 """Exact verification: the true Jaccard similarity of every candidate pair.
 
 The shingle sets are the sorted, distinct 64-bit hash arrays from
-:mod:`lsh_spark.shingle`.  Pair rows get ``|A & B|`` in numpy over Arrow
-batches (a binary search of the smaller sorted set in the larger, see
-:func:`pair_jaccards`); :func:`jaccard` is the same value as a native Spark
+:mod:`lsh_spark.shingle`.  Pair rows get ``|A & B|`` over Arrow batches (a
+compiled merge of the two sorted sets, or a binary search of the smaller in
+the larger in numpy, see :func:`sorted_intersections`); :func:`jaccard` is the same value as a native Spark
 expression, for the other methods' optional Jaccard check.  Only documents
 that appear in some candidate pair get their shingle arrays joined in.
 
@@ -36,7 +36,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lsh_spark.cluster import spanning_forest
+from lsh_spark.kernels import compiled, use_compiled
 from lsh_spark.shingle import shingle_parts
+from lsh_spark.worker_process import freeze_loaded
 
 # Cells of a dense block matrix (documents x shingles) evaluated at a time:
 # 4M cells (16 MiB of float32), whatever the block's shape.
@@ -114,9 +116,10 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
     ``shingles`` should hold the candidate documents only (see
     :func:`candidate_ids`); ``broadcast=True`` ships that table to every task
     instead of shuffling shingle arrays once per pair side.  The Jaccard of
-    each pair is computed in numpy over Arrow batches (:func:`pair_jaccards`):
-    the shingle sets are sorted, so a binary search of the smaller set in the
-    larger counts the intersection.  Spark's ``array_intersect`` builds a hash
+    each pair is computed over Arrow batches (:func:`pair_jaccards`): the
+    shingle sets are sorted, so one merge of the two (compiled) or a binary
+    search of the smaller in the larger (numpy, :func:`sorted_intersections`)
+    counts the intersection.  Spark's ``array_intersect`` builds a hash
     set per pair instead (its generated code also boxes every element until the
     JIT warms up): 1.6-1.8 s against 1.0-1.3 s for the 18,870 pair rows of a
     41k-document corpus, verified and written.
@@ -134,6 +137,7 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
     threshold = float(threshold)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_loaded()
         for batch in batches:
             if batch.num_rows:
                 yield pair_jaccards(batch, threshold)
@@ -142,14 +146,29 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
 
 
 def sorted_intersections(a_values: np.ndarray, a_lengths: np.ndarray, b_values: np.ndarray,
-                         b_lengths: np.ndarray) -> np.ndarray:
+                         b_lengths: np.ndarray, kernel: str | None = None) -> np.ndarray:
     """``|A_k & B_k|`` for every pair ``k`` of sorted, distinct sets given flat
-    (values set after set, and the sets' lengths)."""
+    (values set after set, and the sets' lengths).
+
+    ``kernel`` chooses the implementation (:func:`lsh_spark.kernels.use_compiled`):
+    the compiled one merges the two sorted sets of each pair in one loop
+    (:func:`_intersections_loop`); the numpy one searches the smaller set in
+    the larger, one pair at a time from Python.  For 18,870 pairs of 200-560
+    values (the pair rows of the 41k comparison corpus): 0.02 s against
+    0.29 s.  Both give the same counts.
+    """
     a_off = np.zeros(len(a_lengths) + 1, dtype=np.int64)
     np.cumsum(a_lengths, out=a_off[1:])
     b_off = np.zeros(len(b_lengths) + 1, dtype=np.int64)
     np.cumsum(b_lengths, out=b_off[1:])
     out = np.zeros(len(a_lengths), dtype=np.int64)
+    if use_compiled(kernel):
+        # Contiguous int64 arrays: one specialization per writability (see
+        # lsh_spark.minhash.minhash_flat), cached by numba.
+        compiled(_intersections_loop)(np.ascontiguousarray(a_values, dtype=np.int64), a_off,
+                                      np.ascontiguousarray(b_values, dtype=np.int64), b_off,
+                                      out)
+        return out
     for k, (a0, a1, b0, b1) in enumerate(zip(a_off[:-1].tolist(), a_off[1:].tolist(),
                                              b_off[:-1].tolist(), b_off[1:].tolist())):
         small, large = a_values[a0:a1], b_values[b0:b1]
@@ -161,6 +180,28 @@ def sorted_intersections(a_values: np.ndarray, a_lengths: np.ndarray, b_values: 
         np.minimum(pos, len(large) - 1, out=pos)
         out[k] = np.count_nonzero(large[pos] == small)
     return out
+
+
+def _intersections_loop(a_values, a_off, b_values, b_off, out):
+    """The compiled kernel's source (:func:`lsh_spark.kernels.compiled`):
+    ``out[k]`` is the number of values that set ``k`` of ``a`` and set ``k`` of
+    ``b`` (``values[off[k]:off[k + 1]]``, sorted ascending, distinct) share,
+    by one merge of the two."""
+    for k in range(out.shape[0]):
+        i, i_end = a_off[k], a_off[k + 1]
+        j, j_end = b_off[k], b_off[k + 1]
+        n = 0
+        while i < i_end and j < j_end:
+            x, y = a_values[i], b_values[j]
+            if x == y:
+                n += 1
+                i += 1
+                j += 1
+            elif x < y:
+                i += 1
+            else:
+                j += 1
+        out[k] = n
 
 
 def pair_jaccards(batch: pa.RecordBatch, threshold: float) -> pa.RecordBatch:
@@ -380,6 +421,7 @@ def block_forest(values: np.ndarray, lengths: np.ndarray, threshold: float,
 
 def _verify_block(table: pa.Table, threshold: float) -> pa.Table:
     """One task's share of one group: rows ``part`` of ``parts`` (see :func:`row_ranges`)."""
+    freeze_loaded()
     group = table.column("group")[0].as_py()
     part, parts = table.column("part")[0].as_py(), table.column("parts")[0].as_py()
     table = table.take(pc.sort_indices(table, [("id", "ascending")]))
@@ -572,6 +614,7 @@ def _groups_in_one_task(memberships: DataFrame, max_size: int,
               "family_size long, bounded boolean")
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_loaded()
         batches = [b for b in batches if b.num_rows]
         if batches:
             yield from _group_rows(pa.Table.from_batches(batches), max_size,

@@ -472,3 +472,23 @@ def test_verify_broadcast_and_shuffled_shingles_give_the_same_pairs(spark, tmp_p
         runs[limit] = (report["counts"], pairs)
     assert default > 0 and runs[0] == runs[default]
     assert runs[0][0]["verified_pairs"] > 0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sorted_intersections_compiled_equals_numpy(seed):
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(seed)
+    pool = rng.integers(-2**63, 2**63 - 1, size=2000, dtype=np.int64)
+    sets = [np.unique(rng.choice(pool, size=int(rng.integers(0, 300)), replace=False))
+            for _ in range(400)]
+    sets += [np.array([], np.int64), sets[0].copy(), np.array([pool[0]]), np.array([pool[0]])]
+    a, b = sets[::2], sets[1::2]
+    args = (np.concatenate(a), np.array([len(s) for s in a]),
+            np.concatenate(b), np.array([len(s) for s in b]))
+    want = [len(set(x.tolist()) & set(y.tolist())) for x, y in zip(a, b)]
+    assert V.sorted_intersections(*args, kernel="numpy").tolist() == want
+    # Read-only arrays too, as Arrow hands them to the workers.
+    for arr in args:
+        arr.setflags(write=False)
+    assert V.sorted_intersections(*args, kernel="compiled").tolist() == want
+    assert max(want) > 0 and min(want) == 0

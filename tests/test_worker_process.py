@@ -1,4 +1,4 @@
-"""Shadowed archives left off a Python worker's sys.path (lsh_spark.archives)."""
+"""Shadowed archives left off a Python worker's sys.path (lsh_spark.worker_process)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import types
 import zipfile
 
-from lsh_spark import archives
+from lsh_spark import worker_process as archives
 
 
 def _module(file=None, path=None):
@@ -81,7 +81,7 @@ def test_python_workers_keep_no_shadowed_archive(spark):
         import zipimport
 
         import lsh_spark  # noqa: F401 (what drops the archives, on a worker's first import)
-        from lsh_spark import archives
+        from lsh_spark import worker_process as archives
 
         importlib.invalidate_caches()  # as PySpark does before a task
         contents = archives.archive_contents(sys.path, zipimport._zip_directory_cache)
@@ -99,3 +99,43 @@ def test_python_workers_keep_no_shadowed_archive(spark):
             assert not [j for j in jars if os.path.basename(j).startswith("spark-core")]
             # PySpark still imports from where it did.
             assert pyspark_file.endswith(os.path.join("pyspark", "__init__.py"))
+
+
+def test_freeze_loaded_does_nothing_outside_a_python_worker():
+    import gc
+
+    before = gc.get_freeze_count()
+    sys.modules["_lsh_spark_test_new_module"] = types.ModuleType("_lsh_spark_test_new_module")
+    try:
+        archives.freeze_loaded()
+        assert gc.get_freeze_count() == before
+    finally:
+        del sys.modules["_lsh_spark_test_new_module"]
+
+
+def test_freeze_loaded_freezes_a_workers_heap_when_modules_were_imported(spark):
+    def probe(_):
+        import gc
+        import sys
+        import types
+        import uuid
+
+        from lsh_spark.worker_process import freeze_loaded
+
+        freeze_loaded()  # the modules of this worker so far: frozen now or before
+        frozen = gc.get_freeze_count()
+        unfrozen = len(gc.get_objects())
+        junk = [[i] for i in range(1000)]  # new objects, no new module
+        freeze_loaded()
+        again = gc.get_freeze_count()
+        name = "_lsh_spark_probe_" + uuid.uuid4().hex
+        sys.modules[name] = types.ModuleType(name)  # a new module: frozen at the next call
+        freeze_loaded()
+        yield (frozen, unfrozen, again, gc.get_freeze_count(), len(junk))
+
+    for frozen, unfrozen, again, after, _ in (
+            spark.sparkContext.parallelize(range(2), 2).mapPartitions(probe).collect()):
+        # pyspark, pyarrow and lsh-spark's modules: frozen, and far more than what is left.
+        assert frozen > 10_000 and unfrozen < frozen / 10
+        assert again == frozen  # no module imported: no freeze
+        assert after > again  # a module imported: the new objects frozen
