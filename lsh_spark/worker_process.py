@@ -1,6 +1,7 @@
-"""What lsh-spark does in the PySpark worker processes that run its functions.
-
-Shadowed archives left off a worker's ``sys.path`` (:func:`drop_shadowed_archives`).
+"""What lsh-spark does in the PySpark worker processes that run its functions:
+shadowed archives left off a worker's ``sys.path`` (:func:`drop_shadowed_archives`,
+below) and the worker's long-lived objects frozen out of the collector's
+walks (:func:`freeze_loaded`, at the start of every lsh-spark task function).
 
 Spark puts archives on every Python worker's ``sys.path``: ``pyspark.zip`` and
 py4j's zip of ``SPARK_HOME``, and the ``spark-core`` jar itself (for builds that
