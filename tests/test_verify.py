@@ -492,3 +492,30 @@ def test_sorted_intersections_compiled_equals_numpy(seed):
         arr.setflags(write=False)
     assert V.sorted_intersections(*args, kernel="compiled").tolist() == want
     assert max(want) > 0 and min(want) == 0
+
+
+def test_expand_copies_orders_every_copy_pair_as_spark_compares_ids():
+    import pyarrow as pa
+
+    rng = np.random.default_rng(3)
+    alphabet = ["a", "B", "z", "é", "日", "0", "-"]
+    ids = sorted({"".join(rng.choice(alphabet, size=int(rng.integers(1, 6))))
+                  for _ in range(60)})[:40]
+    members = ids[:20]
+    pool = iter(ids[20:])
+    copies = []
+    for m in members:
+        extra = [next(pool) for _ in range(int(rng.integers(0, 2)))] if rng.random() < 0.5 else []
+        copies.append([m, *extra] if extra else None)
+    i, j = np.triu_indices(len(members), 1)
+    jac = rng.random(len(i))
+    a, b, got_jac = V.expand_copies(pa.array(members), pa.array(copies, pa.list_(pa.string())),
+                                    i.astype(np.int64), j.astype(np.int64), jac)
+    want = []
+    for k, (x, y) in enumerate(zip(i, j)):
+        for cx in copies[x] or [members[x]]:
+            for cy in copies[y] or [members[y]]:
+                lo, hi = sorted([cx, cy], key=lambda s: s.encode())
+                want.append((lo, hi, jac[k]))
+    assert sorted(zip(a.to_pylist(), b.to_pylist(), got_jac.tolist())) == sorted(want)
+    assert all(x.encode() < y.encode() for x, y in zip(a.to_pylist(), b.to_pylist()))
