@@ -45,6 +45,14 @@ from pyspark.sql import types as T
 from lsh_spark.worker_process import freeze_loaded
 
 
+def sort_ranks(values: pa.Array) -> np.ndarray:
+    """The position of each value in Arrow's ascending sort of ``values`` (which
+    orders strings bytewise, as Spark compares them): int64, ``0 .. n - 1``."""
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[pc.sort_indices(values).to_numpy()] = np.arange(len(values))
+    return rank
+
+
 def _bucket_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """One partition of ``(id, band, bucket, text_key)`` rows -> its buckets of 2+ members.
 
@@ -60,8 +68,7 @@ def _bucket_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
     table = pa.Table.from_batches(batches)
     ids = table.column("id").combine_chunks()
     band, bucket, text = (table.column(c).to_numpy() for c in ("band", "bucket", "text_key"))
-    rank = np.empty(len(ids), dtype=np.int64)
-    rank[pc.sort_indices(ids).to_numpy()] = np.arange(len(ids))
+    rank = sort_ranks(ids)
 
     def starts(order: np.ndarray, *keys: np.ndarray) -> np.ndarray:
         # True where any key differs from the previous row of ``order``.

@@ -45,6 +45,11 @@ def top_level_names(files: Iterable[str]) -> set[str]:
     return names
 
 
+def _inside(entry: str) -> str:
+    """The prefix of every path inside the archive ``entry``."""
+    return entry.rstrip("/" + os.sep) + os.sep
+
+
 def _loaded_from(module: object) -> list[str]:
     """The files or directories a loaded module came from."""
     where = [getattr(module, "__file__", None)]
@@ -62,7 +67,7 @@ def shadowed_archives(path: list[str], contents: Mapping[str, Iterable[str]],
         files = contents.get(entry)
         if files is None:
             continue
-        inside = entry.rstrip("/" + os.sep) + os.sep
+        inside = _inside(entry)
         shadowed = True
         for name in top_level_names(files):
             module = modules.get(name)
@@ -120,7 +125,7 @@ def drop_shadowed_archives() -> list[str]:
         sys.path[:] = [p for p in sys.path if p not in drop]
         for key in list(sys.path_importer_cache):
             # An archive's sub-directories have importers of their own (jar/org).
-            if any(key == d or key.startswith(d.rstrip("/" + os.sep) + os.sep) for d in drop):
+            if any(key == d or key.startswith(_inside(d)) for d in drop):
                 sys.path_importer_cache.pop(key, None)
     return drop
 

@@ -1,4 +1,5 @@
-"""Shadowed archives left off a Python worker's sys.path (lsh_spark.worker_process)."""
+"""What lsh-spark does in the Python workers (lsh_spark.worker_process): shadowed
+archives off sys.path, the heap frozen."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 import types
 import zipfile
 
-from lsh_spark import worker_process as archives
+from lsh_spark import worker_process
 
 
 def _module(file=None, path=None):
@@ -22,8 +23,8 @@ def test_top_level_names_are_the_importable_python_names():
     files = ["pyspark/__init__.py", "pyspark/sql/dataframe.py", "six.py", "ext.so",
              "org/apache/spark/SparkContext.class", "META-INF/MANIFEST.MF", "pkg/data.json",
              "cached.pyc"]
-    assert archives.top_level_names(files) == {"pyspark", "six", "ext", "cached"}
-    assert archives.top_level_names(["org/apache/x.class", "spark-version-info.properties"]) == set()
+    assert worker_process.top_level_names(files) == {"pyspark", "six", "ext", "cached"}
+    assert worker_process.top_level_names(["org/apache/x.class", "spark-version-info.properties"]) == set()
 
 
 def test_shadowed_archives_are_those_whose_modules_all_load_from_elsewhere(tmp_path):
@@ -44,13 +45,13 @@ def test_shadowed_archives_are_those_whose_modules_all_load_from_elsewhere(tmp_p
     path = [site, jar, pyzip, pyfiles, used, str(tmp_path / "not-an-archive")]
     # The jar has no Python; PySpark's zip is behind the installed PySpark; the
     # --py-files zip has a module not imported yet (helpers); py4j comes from its zip.
-    assert archives.shadowed_archives(path, contents, modules) == [jar, pyzip]
+    assert worker_process.shadowed_archives(path, contents, modules) == [jar, pyzip]
     # Once helpers is imported from elsewhere, its zip is shadowed too.
     modules["helpers"] = _module(site + "/helpers/__init__.py", [site + "/helpers"])
-    assert archives.shadowed_archives(path, contents, modules) == [jar, pyzip, pyfiles]
+    assert worker_process.shadowed_archives(path, contents, modules) == [jar, pyzip, pyfiles]
     # A namespace package with a portion inside the archive keeps it.
     modules["helpers"] = _module(None, [site + "/helpers", pyfiles + "/helpers"])
-    assert archives.shadowed_archives(path, contents, modules) == [jar, pyzip]
+    assert worker_process.shadowed_archives(path, contents, modules) == [jar, pyzip]
 
 
 def test_archive_contents_reads_unopened_archives_and_skips_other_entries(tmp_path):
@@ -62,14 +63,14 @@ def test_archive_contents_reads_unopened_archives_and_skips_other_entries(tmp_pa
     opened = {"/somewhere/opened.zip": ["a.py"]}
     path = [str(tmp_path), str(archive), str(broken), "/somewhere/opened.zip",
             str(tmp_path / "missing.zip")]
-    assert archives.archive_contents(path, opened) == {
+    assert worker_process.archive_contents(path, opened) == {
         str(archive): ["mod.py"], "/somewhere/opened.zip": ["a.py"]}
 
 
 def test_nothing_changes_outside_a_python_worker():
     before = list(sys.path)
-    assert not archives.on_python_worker()
-    assert archives.drop_shadowed_archives() == []
+    assert not worker_process.on_python_worker()
+    assert worker_process.drop_shadowed_archives() == []
     assert sys.path == before
 
 
@@ -81,12 +82,12 @@ def test_python_workers_keep_no_shadowed_archive(spark):
         import zipimport
 
         import lsh_spark  # noqa: F401 (what drops the archives, on a worker's first import)
-        from lsh_spark import worker_process as archives
+        from lsh_spark import worker_process
 
         importlib.invalidate_caches()  # as PySpark does before a task
-        contents = archives.archive_contents(sys.path, zipimport._zip_directory_cache)
-        yield (archives.on_python_worker(), sorted(p for p in sys.path if p.endswith(".jar")),
-               archives.shadowed_archives(sys.path, contents, dict(sys.modules)),
+        contents = worker_process.archive_contents(sys.path, zipimport._zip_directory_cache)
+        yield (worker_process.on_python_worker(), sorted(p for p in sys.path if p.endswith(".jar")),
+               worker_process.shadowed_archives(sys.path, contents, dict(sys.modules)),
                sys.modules["pyspark"].__file__)
 
     # Two rounds: the second reuses the workers of the first.
@@ -107,7 +108,7 @@ def test_freeze_loaded_does_nothing_outside_a_python_worker():
     before = gc.get_freeze_count()
     sys.modules["_lsh_spark_test_new_module"] = types.ModuleType("_lsh_spark_test_new_module")
     try:
-        archives.freeze_loaded()
+        worker_process.freeze_loaded()
         assert gc.get_freeze_count() == before
     finally:
         del sys.modules["_lsh_spark_test_new_module"]
