@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import pickle
+import statistics
 import subprocess
 import sys
 import threading
@@ -36,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from quality import all_pairs, load, read_parquet  # noqa: E402
+from quality import all_pairs, load, read_parquet
 
 # Reading a process's proportional set size walks its page tables: about 80-95 ms
 # for a JVM of 4 GiB on this machine, so polling it every 0.2 s took a third
@@ -145,6 +146,23 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
             "tail": out.strip().splitlines()[-3:]}
 
 
+def summarize_runs(runs: list[dict], n_docs: int) -> dict:
+    """One system's timed runs (:func:`run_measured`, in round order) as one result.
+
+    A failed run is reported as it failed. Otherwise the time is the median of
+    the rounds, the memory the largest peak, the output tail the last round's,
+    and ``runs_seconds`` lists every round.
+    """
+    failed = [r for r in runs if r["exit"] != 0]
+    if failed:
+        return dict(failed[0])
+    seconds = round(statistics.median(r["seconds"] for r in runs), 1)
+    return {**runs[-1], "seconds": seconds,
+            "peak_mem_mib": max(r["peak_mem_mib"] for r in runs),
+            "runs_seconds": [r["seconds"] for r in runs],
+            "docs_per_second": round(n_docs / seconds, 1)}
+
+
 def ground_truth(corpus: str, threshold: float, cache_dir: str) -> dict:
     """All pairs with exact Jaccard >= ``threshold`` (bench/quality.py), cached.
 
@@ -208,7 +226,14 @@ def main() -> None:
                         "timed run (default: the bundled 411-document sample), so that no "
                         "system pays for a cold page cache, compiled-code caches or first "
                         "class loads the systems after it do not; '' for none")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="rounds of timed runs (default 1); within a round the systems run "
+                        "one after the other, so the machine's drift falls on all of them "
+                        "alike. A system's time is the median of its rounds, its memory the "
+                        "largest peak, and each round's speed-up is printed as well")
     args = p.parse_args()
+    if args.repeat < 1:
+        raise SystemExit(f"--repeat must be at least 1, not {args.repeat}")
     os.makedirs(args.work, exist_ok=True)
     env_lsh = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     env_lsh.update(setup_jvm_env())
@@ -217,7 +242,8 @@ def main() -> None:
     log4j = f"-Dlog4j2.configurationFile=file:{ROOT}/conf/log4j2.properties"
     submit = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory,
               "--driver-java-options", log4j]
-    n_docs = sum(1 for _ in open(args.corpus, encoding="utf-8"))
+    with open(args.corpus, encoding="utf-8") as fh:
+        n_docs = sum(1 for _ in fh)
 
     def command(system: str, corpus: str, out: str) -> list[str]:
         if system == "lsh-spark":
@@ -238,22 +264,27 @@ def main() -> None:
     systems = args.systems.split(",")
     for system in systems:
         command(system, args.corpus, "")  # unknown names fail before anything runs
-    results = {}
-    for system in systems:
-        out = os.path.join(args.work, system)
-        subprocess.run(["rm", "-rf", out], check=True)
-        env = env_lsh if system == "lsh-spark" else peer_env
-        if args.warmup:
-            warm = os.path.join(args.work, "warmup", system)
-            subprocess.run(["rm", "-rf", warm], check=True)
-            print(f"warming up {system} on {args.warmup} (not timed) ...", file=sys.stderr,
-                  flush=True)
-            warmed = run_measured(command(system, args.warmup, warm), env)
-            if warmed["exit"] != 0:
-                raise SystemExit(f"{system}'s warm-up run failed:\n" + "\n".join(warmed["tail"]))
-        print(f"running {system} ...", file=sys.stderr, flush=True)
-        results[system] = run_measured(command(system, args.corpus, out), env)
-        results[system]["docs_per_second"] = round(n_docs / results[system]["seconds"], 1)
+    runs: dict[str, list[dict]] = {system: [] for system in systems}
+    for round_no in range(args.repeat):
+        for system in systems:
+            if runs[system] and runs[system][-1]["exit"] != 0:
+                continue  # failed in an earlier round: reported as it failed
+            out = os.path.join(args.work, system)
+            subprocess.run(["rm", "-rf", out], check=True)
+            env = env_lsh if system == "lsh-spark" else peer_env
+            if args.warmup and round_no == 0:
+                warm = os.path.join(args.work, "warmup", system)
+                subprocess.run(["rm", "-rf", warm], check=True)
+                print(f"warming up {system} on {args.warmup} (not timed) ...", file=sys.stderr,
+                      flush=True)
+                warmed = run_measured(command(system, args.warmup, warm), env)
+                if warmed["exit"] != 0:
+                    raise SystemExit(f"{system}'s warm-up run failed:\n"
+                                     + "\n".join(warmed["tail"]))
+            rounds = f" (round {round_no + 1} of {args.repeat})" if args.repeat > 1 else ""
+            print(f"running {system}{rounds} ...", file=sys.stderr, flush=True)
+            runs[system].append(run_measured(command(system, args.corpus, out), env))
+    results = {system: summarize_runs(done, n_docs) for system, done in runs.items()}
     print("computing exact ground truth ...", file=sys.stderr, flush=True)
     truth = ground_truth(args.corpus, args.threshold, args.truth_cache)
     for system, res in results.items():
@@ -289,10 +320,15 @@ def main() -> None:
     print("|---" * (len(cols) + 1) + "|")
     for system, res in results.items():
         print(f"| {system} | " + " | ".join(str(res.get(c, "—")) for c in cols) + " |")
-    base = results.get("lsh-spark", {}).get("seconds")
+    base = results.get("lsh-spark", {})
     for system, res in results.items():
-        if base and system != "lsh-spark" and res.get("exit") == 0:
-            print(f"lsh-spark speed-up over {system}: {res['seconds'] / base:.1f}x")
+        if base.get("exit") == 0 and system != "lsh-spark" and res.get("exit") == 0:
+            line = f"lsh-spark speed-up over {system}: {res['seconds'] / base['seconds']:.1f}x"
+            if args.repeat > 1:
+                line += (" (medians; by round: " + ", ".join(
+                    f"{theirs / ours:.1f}x" for ours, theirs in zip(
+                        base["runs_seconds"], res["runs_seconds"])) + ")")
+            print(line)
 
 
 if __name__ == "__main__":

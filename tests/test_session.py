@@ -185,6 +185,27 @@ def test_compare_gives_lsh_spark_the_set_ups_options_and_the_peers_none(monkeypa
     assert compare.setup_jvm_env() == {}
 
 
+def test_compare_reports_the_median_round_and_a_failed_run_as_it_failed():
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import compare
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+    def run(seconds, peak, code=0):
+        return {"seconds": seconds, "peak_mem_mib": peak, "exit": code, "tail": [str(seconds)]}
+
+    three = compare.summarize_runs([run(30.0, 100), run(20.0, 300), run(25.0, 200)], 1000)
+    assert three["seconds"] == 25.0 and three["docs_per_second"] == 40.0
+    assert three["runs_seconds"] == [30.0, 20.0, 25.0]
+    assert three["peak_mem_mib"] == 300 and three["tail"] == ["25.0"]
+    assert compare.summarize_runs([run(30.0, 1), run(20.0, 1)], 10)["seconds"] == 25.0
+    one = compare.summarize_runs([run(12.3, 5)], 123)
+    assert one["seconds"] == 12.3 and one["docs_per_second"] == 10.0
+    failed = compare.summarize_runs([run(30.0, 1), run(5.0, 1, code=1)], 10)
+    assert failed["exit"] == 1 and "runs_seconds" not in failed
+
+
 def test_driver_jvm_runs_the_collector_the_set_up_chose(spark):
     if "-XX:+UseParallelGC" not in os.environ.get("SPARK_SUBMIT_OPTS", "").split():
         pytest.skip("SPARK_SUBMIT_OPTS does not select the parallel collector")
