@@ -166,12 +166,18 @@ def test_jvm_opts_printed_alone_are_the_sourced_set_ups():
                    "LSH_SPARK_GC_OPTS": ""}
 
 
-def test_compare_gives_lsh_spark_the_set_ups_options_and_the_peers_none(monkeypatch):
+def _compare():
+    """bench/compare.py as a module (bench/ is not a package)."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
         import compare
     finally:
         sys.path.remove(str(ROOT / "bench"))
+    return compare
+
+
+def test_compare_gives_lsh_spark_the_set_ups_options_and_the_peers_none(monkeypatch):
+    compare = _compare()
     for var in ("SPARK_SUBMIT_OPTS", "LSH_SPARK_JIT_OPTS", "LSH_SPARK_GC_OPTS"):
         monkeypatch.delenv(var, raising=False)
     ours = compare.setup_jvm_env()
@@ -186,11 +192,7 @@ def test_compare_gives_lsh_spark_the_set_ups_options_and_the_peers_none(monkeypa
 
 
 def test_compare_reports_the_median_round_and_a_failed_run_as_it_failed():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import compare
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    compare = _compare()
 
     def run(seconds, peak, code=0):
         return {"seconds": seconds, "peak_mem_mib": peak, "exit": code, "tail": [str(seconds)]}
