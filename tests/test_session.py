@@ -243,11 +243,18 @@ def test_adaptive_execution_off_only_at_the_partition_floor():
     from lsh_spark.session import size_shuffle_partitions
 
     small = _Sized(cores=2)
-    assert size_shuffle_partitions(small, 112 << 20) == 4  # 41k documents: the floor
+    assert size_shuffle_partitions(small, 112 << 20) == 2  # 41k documents: one per core
     assert small.conf["spark.sql.adaptive.enabled"] == "false"
+    edge = _Sized(cores=2)
+    assert size_shuffle_partitions(edge, 128 << 20) == 2  # 64 MiB per core, the most
+    assert edge.conf["spark.sql.adaptive.enabled"] == "false"
     large = _Sized(cores=2)
-    assert size_shuffle_partitions(large, 129 << 20) == 5  # one partition above it
+    assert size_shuffle_partitions(large, 129 << 20) == 5  # one per 32 MiB above it
     assert large.conf["spark.sql.adaptive.enabled"] == "true"
+    just = _Sized(cores=2)
+    # Just above the small inputs, never fewer than two per core (adaptive off).
+    assert size_shuffle_partitions(just, 129 << 20, bytes_per_partition=1 << 30) == 4
+    assert just.conf["spark.sql.adaptive.enabled"] == "false"
     cluster = _Sized(cores=64)
     assert size_shuffle_partitions(cluster, 10 << 30) == 320
     assert cluster.conf["spark.sql.adaptive.enabled"] == "true"
