@@ -34,6 +34,8 @@ _EXTENSIONS = {
     ".warc": "warc", ".wet": "warc",
 }
 _COMPRESSION = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz")
+# Line ends of Hadoop's line reader (and Java's readLine).
+_LINE_END = re.compile(r"\r\n|\r|\n")
 _ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
 
 
@@ -149,22 +151,36 @@ class FileSystem:
             out.close()
 
     def head_lines(self, path: str, max_chars: int) -> list[str]:
-        """The first complete lines of file ``path``, up to about ``max_chars``
-        characters, decompressed by the codec its name implies (``.gz``, ...)."""
+        """The first complete lines of file ``path``, from about its first
+        ``max_chars`` bytes (more if the first line is longer), decompressed by
+        the codec its name implies (``.gz``, ...).
+
+        Lines end at ``\n``, ``\r\n`` or ``\r``, as Hadoop's line reader
+        splits them.  The bytes come over in one call (a few if the first line
+        is long): reading the lines one Py4J call each took 0.2-0.8 s for the
+        first MiB of a 40,000-document corpus, while the driver plans the
+        signature pass.
+        """
+        if max_chars <= 0:
+            return []
         stream = self._fs.open(self._p(path))
         try:
             codec = self._jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(
                 self._conf).getCodec(self._p(path))
             raw = codec.createInputStream(stream) if codec is not None else stream
-            reader = self._jvm.java.io.BufferedReader(
-                self._jvm.java.io.InputStreamReader(raw, "UTF-8"))
-            lines, chars = [], 0
-            while chars < max_chars:
-                line = reader.readLine()
-                if line is None:
+            data, want = b"", int(max_chars)
+            while True:
+                chunk = bytes(raw.readNBytes(want))
+                data += chunk
+                end = len(chunk) < want
+                if end or b"\n" in data or b"\r" in data:
                     break
-                lines.append(line)
-                chars += len(line)
+                want = 2 * len(data)  # no line ended yet: read on
+            lines = _LINE_END.split(data.decode("utf-8", errors="replace"))
+            # The last piece is cut short unless the file ended (then it is
+            # the last line, or empty after a final line break).
+            if not end or not lines[-1]:
+                lines.pop()
             return lines
         finally:
             stream.close()
@@ -226,8 +242,8 @@ _JSON_SCHEMAS: dict[tuple, T.StructType] = {}
 # meanwhile (see read_corpus): the run's later steps need no listing of their own.
 _JSON_PENDING: dict[tuple, Future] = {}
 _JSON_HEADS: dict[str, tuple[tuple, T.StructType]] = {}
-# Characters of the first file's first lines that the id and text types are
-# read from.
+# Bytes of the first file's first lines that the id and text types are read
+# from.
 HEAD_CHARS = 1 << 20
 
 

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from lsh_spark.config import ConfigError, DedupConfig
-from lsh_spark.io import check_unique_ids, detect_format, read_corpus, InputError
+from lsh_spark.io import InputError, check_unique_ids, detect_format, read_corpus
 
 
 @pytest.mark.parametrize("names, fmt", [
@@ -172,6 +172,31 @@ def test_head_lines_of_plain_and_compressed_files(spark, tmp_path):
         head = fs.head_lines(str(tmp_path / name), 300)
         assert head == rows[:len(head)] and 3 <= len(head) <= 5
         assert fs.head_lines(str(tmp_path / name), 10**6) == rows
+
+
+def test_head_lines_split_as_hadoop_does(spark, tmp_path):
+    from lsh_spark.io import FileSystem
+
+    fs = FileSystem(spark, str(tmp_path))
+    # \r\n, \r and \n end lines; U+2028 inside a JSON string does not.
+    (tmp_path / "ends.jsonl").write_bytes(
+        "a\r\nb\rc\n{\"t\": \"x\u2028y\"}\n\nlast".encode("utf-8"))
+    assert fs.head_lines(str(tmp_path / "ends.jsonl"), 10**6) == [
+        "a", "b", "c", '{"t": "x\u2028y"}', "", "last"]
+    # A first line longer than max_chars is read to its end; a line cut by
+    # max_chars is left out.
+    long_line = "é" * 5000
+    (tmp_path / "long.jsonl").write_text(long_line + "\nshort\n" + "z" * 100 + "\n",
+                                         encoding="utf-8")
+    every = [long_line, "short", "z" * 100]
+    head = fs.head_lines(str(tmp_path / "long.jsonl"), 10)
+    assert head == every[:len(head)] and head
+    assert fs.head_lines(str(tmp_path / "long.jsonl"), 10**6) == every
+    assert fs.head_lines(str(tmp_path / "long.jsonl"), len(long_line.encode()) + 3) == [
+        long_line]  # "sh" of the second line read: cut, left out
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    assert fs.head_lines(str(tmp_path / "empty.jsonl"), 100) == []
+    assert fs.head_lines(str(tmp_path / "ends.jsonl"), 0) == []
 
 
 def _late_corpus(path, late_id):

@@ -274,6 +274,20 @@ def test_users_adaptive_setting_always_wins(value):
         assert user.conf["spark.sql.adaptive.enabled"] == value
 
 
+def test_submitted_tells_the_contexts_settings_from_run_time_ones(spark):
+    from lsh_spark.session import submitted
+
+    # The test session's builder set these; the run-time conf does not count.
+    assert submitted(spark, "spark.sql.shuffle.partitions")
+    assert submitted(spark, "spark.master")
+    key = "spark.lsh.test.runtimeOnly"
+    spark.conf.set(key, "1")
+    try:
+        assert not submitted(spark, key)
+    finally:
+        spark.conf.unset(key)
+
+
 @pytest.mark.parametrize("settings,want", [
     ({"spark.master": "local[2]"}, {"spark.task.maxDirectResultSize": "64m"}),
     ({"spark.master": "local"}, {"spark.task.maxDirectResultSize": "64m"}),
