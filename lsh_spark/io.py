@@ -151,7 +151,7 @@ class FileSystem:
             out.close()
 
     def head_lines(self, path: str, max_chars: int) -> list[str]:
-        """The first complete lines of file ``path``, from about its first
+        r"""The first complete lines of file ``path``, from about its first
         ``max_chars`` bytes (more if the first line is longer), decompressed by
         the codec its name implies (``.gz``, ...).
 
