@@ -150,9 +150,9 @@ class FileSystem:
         finally:
             out.close()
 
-    def head_lines(self, path: str, max_chars: int) -> list[str]:
+    def head_lines(self, path: str, max_bytes: int) -> list[str]:
         r"""The first complete lines of file ``path``, from about its first
-        ``max_chars`` bytes (more if the first line is longer), decompressed by
+        ``max_bytes`` bytes (more if the first line is longer), decompressed by
         the codec its name implies (``.gz``, ...).
 
         Lines end at ``\n``, ``\r\n`` or ``\r``, as Hadoop's line reader
@@ -161,14 +161,14 @@ class FileSystem:
         first MiB of a 40,000-document corpus, while the driver plans the
         signature pass.
         """
-        if max_chars <= 0:
+        if max_bytes <= 0:
             return []
         stream = self._fs.open(self._p(path))
         try:
             codec = self._jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(
                 self._conf).getCodec(self._p(path))
             raw = codec.createInputStream(stream) if codec is not None else stream
-            data, want = b"", int(max_chars)
+            data, want = b"", int(max_bytes)
             while True:
                 chunk = bytes(raw.readNBytes(want))
                 data += chunk
@@ -244,7 +244,7 @@ _JSON_PENDING: dict[tuple, Future] = {}
 _JSON_HEADS: dict[str, tuple[tuple, T.StructType]] = {}
 # Bytes of the first file's first lines that the id and text types are read
 # from.
-HEAD_CHARS = 1 << 20
+HEAD_BYTES = 1 << 20
 
 
 def _json_key(spark: SparkSession, path: str) -> tuple:
@@ -314,7 +314,7 @@ def _read_jsonl(spark: SparkSession, path: str,
     key = _json_key(spark, path)
     if head_columns and key not in _JSON_SCHEMAS and key not in _JSON_PENDING:
         head = head_json_types(
-            FileSystem(spark, path).head_lines(key[1][0][0], HEAD_CHARS) if key[1] else [],
+            FileSystem(spark, path).head_lines(key[1][0][0], HEAD_BYTES) if key[1] else [],
             *head_columns)
         if head is not None:
             _JSON_HEADS[path] = (key, head)

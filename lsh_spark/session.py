@@ -94,7 +94,9 @@ def submitted(spark: SparkSession, key: str) -> bool:
     a time early in a run, while the driver plans the first query.
     """
     sc = spark.sparkContext
-    conf = getattr(sc, "_conf", None)  # the context's live SparkConf
+    # The context's live SparkConf; getConf()'s copy where a PySpark release
+    # (or a stand-in context) keeps none there.
+    conf = getattr(sc, "_conf", None)
     return (conf if conf is not None else sc.getConf()).contains(key)
 
 

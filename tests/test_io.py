@@ -183,8 +183,8 @@ def test_head_lines_split_as_hadoop_does(spark, tmp_path):
         "a\r\nb\rc\n{\"t\": \"x\u2028y\"}\n\nlast".encode("utf-8"))
     assert fs.head_lines(str(tmp_path / "ends.jsonl"), 10**6) == [
         "a", "b", "c", '{"t": "x\u2028y"}', "", "last"]
-    # A first line longer than max_chars is read to its end; a line cut by
-    # max_chars is left out.
+    # A first line longer than max_bytes is read to its end; a line cut by
+    # max_bytes is left out.
     long_line = "é" * 5000
     (tmp_path / "long.jsonl").write_text(long_line + "\nshort\n" + "z" * 100 + "\n",
                                          encoding="utf-8")
@@ -220,7 +220,7 @@ def test_dedup_reads_first_lines_types_and_keeps_every_column(spark, tmp_path, m
     path = tmp_path / "c.jsonl"
     _late_corpus(path, late_id)
     cfg = DedupConfig(threshold=0.5)
-    monkeypatch.setattr(io_module, "HEAD_CHARS", 500)  # the first few lines only
+    monkeypatch.setattr(io_module, "HEAD_BYTES", 500)  # the first few lines only
     threads = []
     infer = io_module._infer_json
     monkeypatch.setattr(io_module, "_infer_json", lambda *a: threads.append(
@@ -233,7 +233,7 @@ def test_dedup_reads_first_lines_types_and_keeps_every_column(spark, tmp_path, m
     assert report["input"].get("restarted_with_whole_schema") == (
         f"column 'id' is bigint in the first lines of {path} and string in the whole input"
         if restarted else None)
-    monkeypatch.setattr(io_module, "HEAD_CHARS", 0)  # no head: the whole schema at once
+    monkeypatch.setattr(io_module, "HEAD_BYTES", 0)  # no head: the whole schema at once
     io_module._JSON_SCHEMAS.clear()
     whole = run_dedup(spark, str(path), str(tmp_path / "whole"), cfg)
     assert report["counts"] == whole["counts"]
