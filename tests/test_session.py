@@ -300,10 +300,23 @@ def test_submitted_tells_the_contexts_settings_from_run_time_ones(spark):
 def test_context_defaults_send_task_results_directly_in_local_mode_only(settings, want):
     from pyspark import SparkConf
 
-    from lsh_spark.session import context_defaults
+    from lsh_spark.session import DEBUGGING_KEY, context_defaults
 
     given = SparkConf(loadDefaults=False).setAll(list(settings.items()))
-    assert context_defaults(given) == want
+    assert context_defaults(given) == {DEBUGGING_KEY: "false", **want}
+
+
+@pytest.mark.parametrize("given,want", [(None, "false"), ("true", None), ("false", None)])
+def test_context_defaults_turn_dataframe_debugging_off_unless_given(given, want):
+    """PySpark's call-site capture is off by default; a user's setting is kept."""
+    from pyspark import SparkConf
+
+    from lsh_spark.session import DEBUGGING_KEY, context_defaults
+
+    conf = SparkConf(loadDefaults=False).set("spark.master", "yarn")
+    if given is not None:
+        conf.set(DEBUGGING_KEY, given)
+    assert context_defaults(conf).get(DEBUGGING_KEY) == want
 
 
 @pytest.mark.parametrize("master,local,cores", [
