@@ -225,6 +225,7 @@ class DuplicateGroups:
         # table all the methods below read (see persist).
         self.members = self.docs.join(groups, "text_hash").select("id", "rep", "n")
         self._stats: dict[str, int] | None = None
+        self._planned: int | None = None
         self._persisted = False
 
     def persist(self) -> DuplicateGroups:
@@ -240,6 +241,20 @@ class DuplicateGroups:
             self.members = self.members.persist(StorageLevel.MEMORY_AND_DISK)
             self._persisted = True
         return self
+
+    def plan_for(self, documents: int) -> None:
+        """Plan :meth:`expand` and :meth:`copies` for at most ``documents``
+        expanded documents without counting them first (no job): they join
+        the member table whether or not it is empty, broadcast up to the
+        same ``broadcast_rows``.  :meth:`stats` still counts when asked."""
+        self._planned = documents
+
+    def _expanded(self) -> int:
+        """Expanded documents as planned for: the bound of :meth:`plan_for`,
+        or the count of :meth:`stats`."""
+        if self._planned is not None:
+            return self._planned
+        return self.stats()["expanded_documents"]
 
     def unpersist(self) -> None:
         if self._persisted:
@@ -297,7 +312,7 @@ class DuplicateGroups:
         """``(rep, copies)``: every representative of an expanded group with the
         sorted ids of its group (itself included), or None when no group is
         expanded; broadcast up to ``broadcast_rows`` member ids, as in :meth:`expand`."""
-        if not self.stats()["expanded_documents"]:
+        if not self._expanded():
             return None
         return self._broadcast_if_small(
             self._members(bounded=False).groupBy("rep")
@@ -306,7 +321,7 @@ class DuplicateGroups:
     def _broadcast_if_small(self, table: DataFrame, broadcast_rows: int) -> DataFrame:
         """``table`` (one of the expanded groups' member tables) with a broadcast
         hint when those groups hold at most ``broadcast_rows`` documents."""
-        small = self.stats()["expanded_documents"] <= broadcast_rows
+        small = self._expanded() <= broadcast_rows
         return F.broadcast(table) if small else table
 
     def expand(self, pairs: DataFrame, broadcast_rows: int) -> DataFrame:
@@ -317,7 +332,7 @@ class DuplicateGroups:
         members of expandable groups are broadcast when there are at most
         ``broadcast_rows`` of them; without any, ``pairs`` comes back unchanged.
         """
-        if not self.stats()["expanded_documents"]:
+        if not self._expanded():
             return pairs
         members = self._broadcast_if_small(self._members(bounded=False).select("rep", "id"),
                                            broadcast_rows)

@@ -187,7 +187,9 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
                 F.when(ok, F.col("norm")).alias("norm"),
             ), cfg.shingle, cfg.shingle_k, cfg.seed,
                 all_out="shingle_list" if tf else None).drop("norm")
-        features, seen = _record_counts(features)
+        # The fused pass also counts the accepted documents' shingles: an upper
+        # bound of what verification reads (see stage_verify).
+        features, seen = _record_counts(features, shingles=fused)
         out.write(features, "shingles", **SCRATCH_PARQUET)
         feats = _checked_ids(spark, out, "shingles")
         ok = F.col("reason").isNull()
@@ -226,10 +228,15 @@ def _checked_ids(spark: SparkSession, out: Output, name: str) -> DataFrame:
     return df
 
 
-def _record_counts(features: DataFrame) -> tuple[DataFrame, Observation]:
+def _record_counts(features: DataFrame, shingles: bool = False
+                   ) -> tuple[DataFrame, Observation]:
     """Every input record's features (rejected ones with a ``reason``), observed:
-    ``records`` and ``rejected`` come with the write (see :func:`observed`)."""
-    return observed(features, records=F.count(F.lit(1)), rejected=F.count("reason"))
+    ``records`` and ``rejected`` come with the write (see :func:`observed`);
+    ``shingles``: also the total ``num_shingles`` of the accepted records."""
+    metrics = {"records": F.count(F.lit(1)), "rejected": F.count("reason")}
+    if shingles:
+        metrics["shingles"] = F.sum(F.when(F.col("reason").isNull(), F.col("num_shingles")))
+    return observed(features, **metrics)
 
 
 def _signature_counts(spark: SparkSession, out: Output, facts: dict[str, Any],
@@ -244,10 +251,12 @@ def _signature_counts(spark: SparkSession, out: Output, facts: dict[str, Any],
                  .groupBy("code").agg(F.count(F.lit(1)).alias("n")).collect())
         by_reason = {r["code"]: r["n"] for r in codes}
     accepted = int(seen["records"]) - rejected
+    counts = {"input_records": accepted + rejected, "accepted": accepted, "rejected": rejected}
+    if "shingles" in seen:
+        counts["accepted_shingles"] = int(seen["shingles"] or 0)
     return {
         "input": dict(facts, records=accepted + rejected),
-        "counts": {"input_records": accepted + rejected, "accepted": accepted,
-                   "rejected": rejected},
+        "counts": counts,
         "rejects_by_reason": by_reason,
     }
 
@@ -387,7 +396,8 @@ def _only(shingles: DataFrame, ids: DataFrame, n_ids: int | None = None) -> Data
 
 
 def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig,
-                 block_members: int | None = None) -> dict[str, Any]:
+                 block_members: int | None = None, documents: int | None = None,
+                 shingles: int | None = None) -> dict[str, Any]:
     """Exact Jaccard of every candidate, plus exact-duplicate edges: writes ``pairs/``.
 
     For the other methods, the method's exact measure (:func:`stage_verify_measure`).
@@ -395,6 +405,10 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig,
     caller knows it (the candidate stage's ``buckets.block_members``); the
     block groups are then planned before the sizing job, which also computes
     how their verification is shared out, instead of a second small job.
+    ``documents`` and ``shingles``: the accepted documents and their shingles
+    when the caller knows them (the signature stage's ``counts``).  With all
+    three given and the shingles of every document small enough to broadcast
+    (:func:`_sized_by_bounds`), no sizing job runs at all: see there.
     """
     if cfg.method != "minhash":
         return stage_verify_measure(spark, out, cfg)
@@ -403,6 +417,7 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig,
     blocks = _read(spark, out, "blocks")
     sigs = _read(spark, out, "signatures")
     all_shingles = _read(spark, out, "shingles").filter(F.col("shingles").isNotNull())
+    by_bounds = _sized_by_bounds(block_members, documents, shingles)
     with timer("verify"):
         memberships = block_memberships(blocks).persist(StorageLevel.MEMORY_AND_DISK)
         # Read twice below (its ids, then the pairs themselves): computed once.
@@ -422,48 +437,64 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig,
 
         if block_members:
             groups = plan_groups(block_members)
-        # One small job sizes everything below: the pair candidates' documents
-        # and shingles (from signatures/), the block members and memberships,
-        # the groups of identical texts and, with groups planned, how their
-        # verification is shared out.
-        sizing = (sigs.join(pair_ids, "id", "left_semi")
-                  .agg(F.count(F.lit(1)).alias("pair_docs"),
-                       F.sum("num_shingles").alias("pair_shingles"))
-                  .crossJoin(memberships.agg(F.count(F.lit(1)).alias("block_docs"),
-                                             F.sum(F.size("in_blocks")).alias("block_edges")))
-                  .crossJoin(dups.stats_frame()))
-        if groups is not None:
-            sizing = sizing.crossJoin(verify_module.block_work_frame(groups))
-        sizes = sizing.first()
-        dups.stats(sizes)
-        # Shingles of the pair candidates only, read once (both sides of every
-        # pair need them) and broadcast when they are small.
-        est_bytes = 8 * int(sizes["pair_shingles"] or 0) + 64 * int(sizes["pair_docs"])
-        broadcast = est_bytes <= BROADCAST_SHINGLE_BYTES
-        shingles = _only(all_shingles, pair_ids, int(sizes["pair_docs"])).select(
+        if by_bounds:
+            # Every count below is at most the accepted documents (shingles).
+            assert documents is not None
+            dups.plan_for(documents)
+            sizes = {"pair_docs": documents, "block_docs": documents if block_members else 0}
+            broadcast = True
+        else:
+            # One small job sizes everything below: the pair candidates'
+            # documents and shingles (from signatures/), the block members
+            # and memberships, the groups of identical texts and, with groups
+            # planned, how their verification is shared out.
+            sizing = (sigs.join(pair_ids, "id", "left_semi")
+                      .agg(F.count(F.lit(1)).alias("pair_docs"),
+                           F.sum("num_shingles").alias("pair_shingles"))
+                      .crossJoin(memberships.agg(
+                          F.count(F.lit(1)).alias("block_docs"),
+                          F.sum(F.size("in_blocks")).alias("block_edges")))
+                      .crossJoin(dups.stats_frame()))
+            if groups is not None:
+                sizing = sizing.crossJoin(verify_module.block_work_frame(groups))
+            sizes = sizing.first()
+            dups.stats(sizes)
+            # Shingles of the pair candidates only, read once (both sides of
+            # every pair need them) and broadcast when they are small.
+            est_bytes = 8 * int(sizes["pair_shingles"] or 0) + 64 * int(sizes["pair_docs"])
+            broadcast = est_bytes <= BROADCAST_SHINGLE_BYTES
+        shingles_df = _only(all_shingles, pair_ids, int(sizes["pair_docs"])).select(
             "id", "shingles")
         if not broadcast:
             # Both sides of the shuffle joins read it: computed once.  A
             # broadcast reads it once anyway (both sides reuse its exchange),
             # and a cached copy would only add a second one to the heap.
-            shingles = shingles.persist(StorageLevel.MEMORY_AND_DISK)
+            shingles_df = shingles_df.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            near = verify_pairs(cands, shingles, cfg.threshold, broadcast=broadcast)
+            near = verify_pairs(cands, shingles_df, cfg.threshold, broadcast=broadcast)
             # Pairs of representatives; every copy of a text gets its
             # representative's pairs: near pairs by two joins, block pairs in
             # the block tasks (no join per block pair).
             found = dups.expand(near, BROADCAST_ID_ROWS)
             if sizes["block_docs"]:  # no blocks, no second read of shingles/
+                share_partitions = None
                 if groups is None:  # block_members not given: a second small job
                     groups = plan_groups(int(sizes["block_edges"]))
                     block_work = verify_module.block_work(groups)
+                elif by_bounds:
+                    # How many tasks the split groups take is counted after
+                    # the write; their shares are spread over the shuffle
+                    # partitions instead.
+                    share_partitions = _shuffle_partitions(spark)
                 else:
                     block_work = verify_module.block_work_of(sizes)
                 member_shingles = _only(all_shingles, memberships.select("id"),
                                         int(sizes["block_docs"]))
                 found = found.unionByName(verify_blocks(
                     blocks, memberships, member_shingles,
-                    cfg.threshold, cfg.max_bucket_size, groups=groups, work=block_work,
+                    cfg.threshold, cfg.max_bucket_size, groups=groups,
+                    work=None if share_partitions else block_work,
+                    share_partitions=share_partitions,
                     copies=dups.copies(BROADCAST_ID_ROWS)))
             pairs, seen = observed(
                 found.unionByName(dups.pairs()),
@@ -471,11 +502,20 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig,
                                      first=_twentieth_of(cfg.threshold)),
                 exact=F.count(F.when(F.col("jaccard") >= 1.0, 1)))
             out.write(pairs, "pairs")
+            if by_bounds:
+                # The report's figures, from the tables the write cached.
+                stats = dups.stats_frame()
+                if groups is not None:
+                    stats = stats.crossJoin(verify_module.block_work_frame(groups))
+                row = stats.first()
+                dups.stats(row)
+                if groups is not None:
+                    block_work = verify_module.block_work_of(row)
         finally:
             if groups is not None:
                 groups.unpersist()
             dups.unpersist()
-            shingles.unpersist()
+            shingles_df.unpersist()
             pair_ids.unpersist()
             cands.unpersist()
             memberships.unpersist()
@@ -487,8 +527,44 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig,
         "block_verification": {**block_work, "max_family_size": cfg.max_family_size},
         "exact_duplicates": dups.stats(),
         "jaccard_histogram": [{"from": round(b / 20, 2), "pairs": n} for b, n in bins],
+        "verify_sizing": "bounds" if by_bounds else "job",
         "seconds": timer.seconds,
     }
+
+
+def _shuffle_partitions(spark: SparkSession) -> int:
+    """The session's ``spark.sql.shuffle.partitions`` (as :func:`lsh_spark.session.
+    size_shuffle_partitions` set it, or the user), or the default parallelism
+    where it is not a number."""
+    value = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError):
+        return max(1, spark.sparkContext.defaultParallelism)
+
+
+def _sized_by_bounds(block_members: int | None, documents: int | None,
+                     shingles: int | None) -> bool:
+    """Whether verification can be planned from the earlier stages' counts alone.
+
+    The sizing job of :func:`stage_verify` counts what its plan depends on:
+    the pair candidates' documents and shingles (broadcast or shuffled), the
+    block members, the groups of identical texts and how many tasks the
+    block groups take.  When the shingles of *every* accepted document would
+    fit in a broadcast (``8 * shingles + 64 * documents`` bytes at most
+    ``BROADCAST_SHINGLE_BYTES``, and at most ``BROADCAST_ID_ROWS`` documents),
+    those counts are bounded by the signature stage's: the candidates'
+    shingles are broadcast, the id lists too, the copies of identical texts
+    are joined whether or not there are any, and the shares of split block
+    groups are spread over the shuffle partitions.  The report's figures
+    come from one small job after the write, over tables the write cached.
+    On the 40,000-document corpus of the README that is one job of a few
+    cached rows instead of five jobs before the write.
+    """
+    if block_members is None or documents is None or shingles is None:
+        return False
+    return (8 * shingles + 64 * documents <= BROADCAST_SHINGLE_BYTES
+            and documents <= BROADCAST_ID_ROWS)
 
 
 def _twentieth(value: Column) -> Column:
@@ -769,7 +845,9 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
         # its tasks took both cores and that stage's first job waited for them.
         infer_json_schema_in_background(spark, input_path)
         verified = stage_verify(spark, out, cfg,
-                                block_members=candidates["buckets"].get("block_members"))
+                                block_members=candidates["buckets"].get("block_members"),
+                                documents=signatures["counts"]["accepted"],
+                                shingles=signatures["counts"].get("accepted_shingles"))
         confirm_json_head(spark, input_path)
         report = merge_reports(
             report_header(input_path, cfg),

@@ -703,20 +703,24 @@ def block_work_of(row: Any, top: int = 10) -> dict[str, Any]:
 
 
 def share_slots(split: DataFrame, n: int) -> DataFrame:
-    """``(group, part, parts)`` of ``n`` split tasks -> the same plus ``slot``.
+    """``(group, part, parts)`` of split tasks -> the same plus ``slot``.
 
     ``slot`` is a long whose Spark hash partition among ``n`` (``pmod(hash(slot),
     n)``, the placement of ``repartition(n, "slot")``) is the task's own, so each
-    of the ``n`` tasks gets a partition to itself.  A range partitioning only
+    of ``n`` tasks gets a partition to itself.  A range partitioning only
     samples its bounds and can put two shares in one partition, which then
-    takes twice as long as the others.  The slots are the smallest longs that
+    takes twice as long as the others.  With more than ``n`` tasks (``n`` a
+    partition count chosen before they were counted, see :func:`verify_blocks`),
+    task ``i`` in one arbitrary order gets partition ``i mod n``: no partition
+    holds more than one task more than another, and the slot, shared, still
+    keeps each task's rows together with its ``(group, part)``.  The slots are the smallest longs that
     hash to each partition, found among ``64 n`` candidates; a partition that
     none of them reaches (probability about ``n e**-64``) falls back to its own
     number, which only risks sharing a partition.
     """
-    # Numbered 0..n-1: in one partition, monotonically_increasing_id counts the
-    # rows from 0 (the table has one row per share, not per document).
-    numbered = split.coalesce(1).withColumn("_i", F.monotonically_increasing_id())
+    # Numbered 0, 1, ... mod n: in one partition, monotonically_increasing_id
+    # counts the rows from 0 (the table has one row per share, not per document).
+    numbered = split.coalesce(1).withColumn("_i", F.monotonically_increasing_id() % n)
     keys = (split.sparkSession.range(64 * n)
             .select(F.pmod(F.hash("id"), F.lit(n)).alias("_i"), "id")
             .groupBy("_i").agg(F.min("id").alias("slot")))
@@ -727,7 +731,8 @@ def share_slots(split: DataFrame, n: int) -> DataFrame:
 def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame,
                   threshold: float, max_group_size: int, groups: DataFrame | None = None,
                   work: dict[str, Any] | None = None, copies: DataFrame | None = None,
-                  max_family_size: int | None = None) -> DataFrame:
+                  max_family_size: int | None = None, share_partitions: int | None = None
+                  ) -> DataFrame:
     """``(block, ids)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
 
     Each group of blocks (see :func:`block_groups`; pass ``groups`` to reuse a
@@ -737,7 +742,9 @@ def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame
     ``PAIRS_PER_TASK`` pairs goes to several tasks, each with all its members
     and a contiguous share of its rows.  Every pair of members of some block is
     checked and emitted exactly once.  Starts one small job (:func:`block_work`)
-    unless its result is passed as ``work``.  ``copies``: ``(rep, copies)`` of
+    unless its result is passed as ``work`` or ``share_partitions`` is given:
+    the shares of split groups then go to that many partitions, round robin
+    (see :func:`share_slots`), however many there are.  ``copies``: ``(rep, copies)`` of
     :meth:`lsh_spark.candidates.DuplicateGroups.copies`; a member with copies
     then has its pairs given to every copy in the block task
     (:func:`expand_copies`).  ``max_family_size`` (used when ``groups`` is not
@@ -747,7 +754,7 @@ def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame
     if groups is None:
         groups = block_groups(blocks, memberships, max_group_size,
                               max_family_size=max_family_size)
-    if work is None:
+    if work is None and share_partitions is None:
         work = block_work(groups)
     tasks = block_tasks(groups)
     rows = (groups.join(memberships, "id")
@@ -768,7 +775,7 @@ def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame
     # partitions as there are shares (a number adaptive execution leaves as it
     # is), and grouped by (slot, group, part), which needs no further shuffle.
     one = verified(rows.join(F.broadcast(whole), "group"), ["group"])
-    n_split = work["split_tasks"]
+    n_split = work["split_tasks"] if work is not None else share_partitions
     if not n_split:
         return one
     shares = (rows.join(F.broadcast(share_slots(split, n_split)), "group")

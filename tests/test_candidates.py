@@ -3,6 +3,7 @@ from itertools import combinations
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lsh_spark.candidates import (
@@ -101,6 +102,31 @@ def test_duplicate_groups_give_every_copy_its_representatives_pairs(spark):
     # No group at all: the pairs come back as they are.
     single = DuplicateGroups(docs.filter("id in ('a', 'b', 'e')"), 3)
     assert single.expand(near, 100) is near
+
+
+@pytest.mark.parametrize("subset", ["abcdefghq", "abe"])
+def test_duplicate_groups_planned_for_a_bound_give_the_counted_results(spark, subset):
+    """plan_for: expand and copies planned without counting the groups first
+    (the member table joined even when empty) give what counting gives, and
+    stats are still counted when asked."""
+    docs = spark.createDataFrame(
+        [("a", h(1)), ("q", h(1)), ("b", h(2)), ("c", h(2)), ("d", h(2)), ("e", h(3)),
+         ("f", h(4)), ("g", h(4)), ("h", h(4))], "id string, text_hash binary"
+    ).filter(F.col("id").isin(list(subset)))
+    near = spark.createDataFrame([("a", "b", 0.9), ("b", "e", 0.85), ("e", "f", 0.8)],
+                                 "id_a string, id_b string, jaccard double")
+    counted = DuplicateGroups(docs, max_group=2)
+    planned = DuplicateGroups(docs, max_group=2)
+    planned.plan_for(len(subset))
+    expanded = planned.expand(near, 100)
+    assert expanded is not near  # joined, not skipped, whatever the groups hold
+    assert sorted(tuple(r) for r in expanded.collect()) == \
+        sorted(tuple(r) for r in counted.expand(near, 100).collect())
+    copies = planned.copies(100)
+    want = counted.copies(100)
+    assert sorted((r.rep, tuple(r.copies)) for r in copies.collect()) == \
+        ([] if want is None else sorted((r.rep, tuple(r.copies)) for r in want.collect()))
+    assert planned.stats() == counted.stats()
 
 
 @pytest.mark.parametrize("max_group", [2, 3])

@@ -420,32 +420,81 @@ def test_share_slots_give_every_share_its_own_partition(spark, sizes):
     assert len(placed) == n and all(r.shares == 1 for r in placed)
 
 
-def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(spark, tmp_path,
-                                                                           sample_path):
+@pytest.mark.parametrize("shares,n", [(5, 2), (7, 3), (4, 4), (3, 8)])
+def test_share_slots_spread_more_shares_than_partitions_round_robin(spark, shares, n):
+    """With more shares than partitions (a count fixed before the shares were
+    counted), every partition gets floor or ceil(shares / n) of them."""
+    split = spark.createDataFrame([(11, p, shares) for p in range(shares)],
+                                  "group bigint, part int, parts int")
+    slots = V.share_slots(split, n)
+    assert slots.count() == shares
+    assert slots.select("group", "part").distinct().count() == shares
+    placed = sorted(r.shares for r in slots.repartition(n, "slot")
+                    .groupBy(F.spark_partition_id().alias("p"))
+                    .agg(F.count(F.lit(1)).alias("shares")).collect())
+    assert sum(placed) == shares and len(placed) == min(n, shares)
+    assert placed[0] >= shares // n and placed[-1] <= -(-shares // n)
+
+
+@pytest.mark.parametrize("pairs_per_task", [None, 3])
+def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(
+        spark, tmp_path, sample_path, monkeypatch, pairs_per_task):
     """run_dedup passes the candidate stage's block total, so the block groups are
     planned before the sizing job and their shares computed in it; the stage
-    jobs size them in a second job. Both must give the same pairs and report."""
+    jobs size them in a second job; with the signature stage's document and
+    shingle counts too, a small input is planned from those bounds and sized
+    by no job before the write. All three must give the same pairs and report,
+    also when block groups are split into more shares than there are shuffle
+    partitions (PAIRS_PER_TASK made tiny)."""
     from lsh_spark.config import DedupConfig
     from lsh_spark.io import StagedOutput
     from lsh_spark.pipeline import stage_candidates, stage_signatures, stage_verify
 
+    if pairs_per_task:
+        monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
     cfg = DedupConfig(block_min_size=2)  # every shared bucket is a block
     runs = {}
-    for folded in (False, True):
-        out = StagedOutput(spark, str(tmp_path / f"run-{folded}"))
-        stage_signatures(spark, str(sample_path), out, cfg)
+    for mode in ("job", "folded", "bounds"):
+        out = StagedOutput(spark, str(tmp_path / f"run-{mode}"))
+        sigs = stage_signatures(spark, str(sample_path), out, cfg, packed=True)
         cands = stage_candidates(spark, out, cfg)
         total = cands["buckets"]["block_members"]
         assert total > 0
         # The block total is the number of (block, member) memberships.
         memberships = V.block_memberships(spark.read.parquet(out.path("blocks")))
         assert memberships.agg(F.sum(F.size("in_blocks"))).first()[0] == total
-        report = stage_verify(spark, out, cfg, block_members=total if folded else None)
+        counts = sigs["counts"]
+        # The shingle total counts the accepted documents' sets.
+        assert counts["accepted_shingles"] == spark.read.parquet(out.path("signatures")).agg(
+            F.sum("num_shingles")).first()[0]
+        bounds = ({"documents": counts["accepted"], "shingles": counts["accepted_shingles"]}
+                  if mode == "bounds" else {})
+        report = stage_verify(spark, out, cfg, block_members=None if mode == "job" else total,
+                              **bounds)
+        assert report["verify_sizing"] == ("bounds" if mode == "bounds" else "job")
         pairs = sorted(tuple(r) for r in spark.read.parquet(out.path("pairs"))
                        .select("id_a", "id_b", "jaccard").collect())
-        runs[folded] = (report["block_verification"], report["counts"], pairs)
-    assert runs[True] == runs[False]
-    assert runs[True][0]["groups"] > 0 and runs[True][1]["verified_pairs"] > 0
+        runs[mode] = (report["block_verification"], report["exact_duplicates"],
+                      report["counts"], pairs)
+    assert runs["job"] == runs["folded"] == runs["bounds"]
+    work = runs["bounds"][0]
+    assert work["groups"] > 0 and runs["bounds"][2]["verified_pairs"] > 0
+    if pairs_per_task:  # more shares than the shuffle partitions: round robin
+        assert work["split_tasks"] > int(spark.conf.get("spark.sql.shuffle.partitions"))
+
+
+@pytest.mark.parametrize("documents,shingles,block_members,want", [
+    (1000, (64 << 20) // 8 - 8000, 10, True),      # exactly BROADCAST_SHINGLE_BYTES
+    (1000, (64 << 20) // 8 - 8000 + 1, 10, False),  # one shingle more
+    (1000, 10, None, False), (None, 10, 0, False), (1000, None, 0, False),
+    (2_000_001, 10, 0, False),                      # more ids than BROADCAST_ID_ROWS
+])
+def test_verify_is_sized_by_bounds_only_when_every_shingle_set_fits_a_broadcast(
+        documents, shingles, block_members, want):
+    from lsh_spark.pipeline import BROADCAST_ID_ROWS, BROADCAST_SHINGLE_BYTES, _sized_by_bounds
+
+    assert BROADCAST_SHINGLE_BYTES == 64 << 20 and BROADCAST_ID_ROWS == 2_000_000
+    assert _sized_by_bounds(block_members, documents, shingles) is want
 
 
 def test_verify_broadcast_and_shuffled_shingles_give_the_same_pairs(spark, tmp_path, sample_path,
