@@ -557,9 +557,9 @@ def _sized_by_bounds(block_members: int | None, documents: int | None,
     shingles are broadcast, the id lists too, the copies of identical texts
     are joined whether or not there are any, and the shares of split block
     groups are spread over the shuffle partitions.  The report's figures
-    come from one small job after the write, over tables the write cached.
-    On the 40,000-document corpus of the README that is one job of a few
-    cached rows instead of five jobs before the write.
+    come from one small query after the write, over tables the write cached.
+    On the 40,000-document corpus of the README the sizing query's five jobs
+    before the write are gone, and the report's query takes two small ones.
     """
     if block_members is None or documents is None or shingles is None:
         return False

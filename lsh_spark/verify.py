@@ -709,14 +709,16 @@ def share_slots(split: DataFrame, n: int) -> DataFrame:
     n)``, the placement of ``repartition(n, "slot")``) is the task's own, so each
     of ``n`` tasks gets a partition to itself.  A range partitioning only
     samples its bounds and can put two shares in one partition, which then
-    takes twice as long as the others.  With more than ``n`` tasks (``n`` a
-    partition count chosen before they were counted, see :func:`verify_blocks`),
-    task ``i`` in one arbitrary order gets partition ``i mod n``: no partition
-    holds more than one task more than another, and the slot, shared, still
-    keeps each task's rows together with its ``(group, part)``.  The slots are the smallest longs that
+    takes twice as long as the others.  The slots are the smallest longs that
     hash to each partition, found among ``64 n`` candidates; a partition that
     none of them reaches (probability about ``n e**-64``) falls back to its own
     number, which only risks sharing a partition.
+
+    With more than ``n`` tasks (``n`` a partition count chosen before they
+    were counted, see :func:`verify_blocks`), task ``i`` in one arbitrary
+    order gets partition ``i mod n``: no partition holds more than one task
+    more than another, and tasks that share a slot stay apart by their
+    ``(group, part)``.
     """
     # Numbered 0, 1, ... mod n: in one partition, monotonically_increasing_id
     # counts the rows from 0 (the table has one row per share, not per document).
