@@ -23,8 +23,8 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from lsh_spark.config import ConfigError, DedupConfig
-from lsh_spark.io import InputError
-from lsh_spark.pipeline import run_dedup
+from lsh_spark.io import InputError, StagewiseOutput
+from lsh_spark.pipeline import run_dedup, stage_signatures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "data", "sample", "corpus.jsonl")
@@ -403,6 +403,23 @@ def test_duplicate_ids_raise_input_error_before_any_output(spark, tmp_path):
     assert not output.exists()
     # No staging directory left behind either.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dups.jsonl"]
+
+
+def test_stage_job_with_duplicate_ids_leaves_none_of_its_datasets(spark, tmp_path):
+    # The id check runs beside the signatures' and rejects' writes: when it
+    # fails, those are deleted with shingles/ (a stage job's output has no
+    # staging directory to abort).
+    rows = _good_docs(4) + [{"id": "dup-9", "text": "first text with this id"},
+                            {"id": "dup-9", "text": "second text with the same id"},
+                            {"id": "rejected-1", "text": "!!!"}]
+    path = tmp_path / "dups.jsonl"
+    path.write_bytes(b"".join(_jsonl_line(r) + b"\n" for r in rows))
+    output = tmp_path / "out"
+    with _restored_checkpoint_dir(spark), pytest.raises(InputError, match="dup-9"):
+        stage_signatures(spark, str(path), StagewiseOutput(spark, str(output)), DedupConfig())
+    left = sorted(p.name for p in output.iterdir() if not p.name.startswith(".")) \
+        if output.exists() else []
+    assert left == []
 
 
 def test_existing_output_without_overwrite_is_a_config_error(spark, tmp_path):
