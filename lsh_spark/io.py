@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-import threading
 import uuid
 from concurrent.futures import Future
 from typing import Any
@@ -27,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lsh_spark.config import ConfigError, DedupConfig
+from lsh_spark.session import in_background
 
 CORRUPT = "_corrupt_record"
 _EXTENSIONS = {
@@ -337,17 +337,9 @@ def infer_json_schema_in_background(spark: SparkSession, path: str) -> None:
     key = _JSON_HEADS[path][0]
     if key in _JSON_SCHEMAS or key in _JSON_PENDING:
         return
-    future: Future = Future()
-
-    def run() -> None:
-        spark.sparkContext.setJobGroup("lsh-spark:read", "lsh-spark input schema (background)")
-        try:
-            future.set_result(_infer_json(spark, path))
-        except BaseException as exc:  # noqa: BLE001 (handed to whoever waits for the schema)
-            future.set_exception(exc)
-
-    _JSON_PENDING[key] = future
-    threading.Thread(target=run, name="lsh-spark-json-schema", daemon=True).start()
+    _JSON_PENDING[key] = in_background(spark, "lsh-spark-json-schema", "lsh-spark:read",
+                                       "lsh-spark input schema (background)",
+                                       lambda: _infer_json(spark, path))
 
 
 def confirm_json_head(spark: SparkSession, path: str) -> None:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import math
 import sys
 import time
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import combinations
-from typing import Any, Callable, Iterator, Protocol, TypeVar
+from typing import Any, Iterator, Protocol
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -51,7 +50,7 @@ from lsh_spark.minhash import minhash
 from lsh_spark.simhash import add_simhash, block_bounds, explode_tables, hamming
 from lsh_spark.features import start_workers, word_minhash_features
 from lsh_spark.normalize import checked_texts, prepare
-from lsh_spark.session import (adaptive_enabled, local_cores, local_master,
+from lsh_spark.session import (adaptive_enabled, in_background, local_cores, local_master,
                                size_shuffle_partitions)
 from lsh_spark.shingle import add_shingles, text_hash
 from lsh_spark import verify as verify_module
@@ -91,8 +90,6 @@ SCRATCH_PARQUET = {"compression": "none", "parquet.enable.dictionary": "false"}
 # 0.50 s instead of 1.18 s cold, the same 17.7 MB.
 SIGNATURE_PARQUET = {"parquet.enable.dictionary": "false"}
 
-T_ = TypeVar("T_")
-
 
 class Output(Protocol):
     fs: FileSystem
@@ -116,6 +113,11 @@ def observed(df: DataFrame, **metrics: Column) -> tuple[DataFrame, Observation]:
     return df.observe(obs, *[value.alias(name) for name, value in metrics.items()]), obs
 
 
+def _job_group(stage: str) -> tuple[str, str]:
+    """The job group id and description of pipeline stage ``stage``'s jobs."""
+    return f"lsh-spark:{stage}", f"lsh-spark stage {stage}"
+
+
 class Timer:
     """Wall-clock seconds per named stage, for the report.
 
@@ -131,7 +133,7 @@ class Timer:
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
         if self.spark is not None:
-            self.spark.sparkContext.setJobGroup(f"lsh-spark:{name}", f"lsh-spark stage {name}")
+            self.spark.sparkContext.setJobGroup(*_job_group(name))
         start = time.perf_counter()
         try:
             yield
@@ -141,30 +143,6 @@ class Timer:
 
 def _read(spark: SparkSession, out: Output, name: str) -> DataFrame:
     return out.read(name)
-
-
-def _beside(spark: SparkSession, stage: str, work: Callable[[], T_]) -> Future[T_]:
-    """Run ``work`` (a small job: a check, a report figure) in a thread, beside
-    the caller's next write, and return its future.
-
-    A small job spends most of its 0.3 to 0.8 s in planning and scheduling with
-    the cores idle; beside a write, those gaps overlap the write's tasks.  Its
-    jobs belong to pipeline stage ``stage``, like the caller's (see
-    :class:`Timer`).  The caller waits for the result (``Future.result``
-    re-raises what ``work`` raised) before it commits anything that depends on
-    it.
-    """
-    future: Future[T_] = Future()
-
-    def run() -> None:
-        spark.sparkContext.setJobGroup(f"lsh-spark:{stage}", f"lsh-spark stage {stage}")
-        try:
-            future.set_result(work())
-        except BaseException as exc:  # noqa: BLE001 (re-raised by future.result())
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name=f"lsh-spark-{stage}-beside", daemon=True).start()
-    return future
 
 
 def _restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame:
@@ -221,7 +199,8 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         feats = _read(spark, out, "shingles")
         # The ids are checked on the written Parquet, beside the two writes
         # below; if they repeat, all three datasets are deleted.
-        ids_checked = _beside(spark, "signatures", lambda: check_unique_ids(feats))
+        ids_checked = in_background(spark, "lsh-spark-id-check", *_job_group("signatures"),
+                                    lambda: check_unique_ids(feats))
         ok = F.col("reason").isNull()
         try:
             if fused:
@@ -366,8 +345,9 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig,
                 pairs=F.sum(size * (size - 1) / 2))
             # The report's bucket counts: a small job over the cached buckets,
             # beside the blocks' write.
-            summarized = _beside(spark, "candidates",
-                                 lambda: bucket_summary(buckets, cfg.max_bucket_size))
+            summarized = in_background(
+                spark, "lsh-spark-bucket-summary", *_job_group("candidates"),
+                lambda: bucket_summary(buckets, cfg.max_bucket_size))
             try:
                 out.write(blocks, "blocks")
             finally:

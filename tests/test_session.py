@@ -8,11 +8,12 @@ import os
 import subprocess
 import sys
 import sysconfig
+import threading
 from pathlib import Path
 
 import pytest
 
-from lsh_spark.session import stop_session
+from lsh_spark.session import in_background, stop_session
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -330,3 +331,25 @@ def test_local_masters_and_their_cores(master, local, cores):
     assert local_master(master) is local
     if local:
         assert local_cores(master) == cores
+
+
+def test_in_background_runs_in_its_thread_and_job_group_and_hands_back_errors(spark):
+    seen = {}
+
+    def work():
+        seen["thread"] = threading.current_thread().name
+        seen["group"] = spark.sparkContext.getLocalProperty("spark.jobGroup.id")
+        return spark.range(10).count()
+
+    assert in_background(spark, "lsh-spark-test", "lsh-spark:test", "a test job",
+                         work).result(timeout=120) == 10
+    assert seen == {"thread": "lsh-spark-test", "group": "lsh-spark:test"}
+    # The caller's own job group is left alone.
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") != "lsh-spark:test"
+
+    def fails():
+        raise ValueError("from the background")
+
+    with pytest.raises(ValueError, match="from the background"):
+        in_background(spark, "lsh-spark-test", "lsh-spark:test", "a test job",
+                      fails).result(timeout=120)
