@@ -39,6 +39,8 @@ sys.path.insert(0, HERE)
 
 from quality import all_pairs, load, read_parquet
 
+from lsh_spark.session import local_master
+
 # Reading a process's proportional set size walks its page tables: about 80-95 ms
 # for a JVM of 4 GiB on this machine, so polling it every 0.2 s took a third
 # to a half of one of the 2 cores away from the run being measured.
@@ -253,7 +255,11 @@ def main() -> None:
                 cmd += ["--max-bucket-size", str(args.max_bucket_size)]
             return cmd + ["--max-family-size", str(args.max_family_size or max(n_docs, 2))]
         if system == "mllib":
-            return submit + [os.path.join(HERE, "peer_mllib.py"), "--corpus", corpus,
+            # Without the web UI, as lsh-spark runs on a local master by default
+            # (lsh_spark.session.context_defaults): a setting of the machine,
+            # not of either algorithm.
+            ui = ["--conf", "spark.ui.enabled=false"] if local_master(args.master) else []
+            return submit + ui + [os.path.join(HERE, "peer_mllib.py"), "--corpus", corpus,
                              "--out", out, "--threshold", str(args.threshold),
                              "--tables", str(args.mllib_tables)]
         if system == "datasketch":

@@ -289,16 +289,22 @@ def test_submitted_tells_the_contexts_settings_from_run_time_ones(spark):
         spark.conf.unset(key)
 
 
+NO_UI = {"spark.ui.enabled": "false"}
+
+
 @pytest.mark.parametrize("settings,want", [
-    ({"spark.master": "local[2]"}, {"spark.task.maxDirectResultSize": "64m"}),
-    ({"spark.master": "local"}, {"spark.task.maxDirectResultSize": "64m"}),
+    ({"spark.master": "local[2]"}, {"spark.task.maxDirectResultSize": "64m", **NO_UI}),
+    ({"spark.master": "local"}, {"spark.task.maxDirectResultSize": "64m", **NO_UI}),
     ({"spark.master": "local-cluster[2,1,1024]"}, {}),
-    ({"spark.master": "local[*]", "spark.task.maxDirectResultSize": "4m"}, {}),
+    ({"spark.master": "local[*]", "spark.task.maxDirectResultSize": "4m"}, NO_UI),
+    ({"spark.master": "local[2]", "spark.ui.enabled": "true"},
+     {"spark.task.maxDirectResultSize": "64m"}),
     ({"spark.master": "spark://head:7077"}, {}),
     ({"spark.master": "yarn"}, {}),
     ({}, {}),
 ])
-def test_context_defaults_send_task_results_directly_in_local_mode_only(settings, want):
+def test_context_defaults_direct_results_and_no_web_ui_in_local_mode_only(settings, want):
+    """Local masters: task results sent directly and no web UI, unless given."""
     from pyspark import SparkConf
 
     from lsh_spark.session import DEBUGGING_KEY, context_defaults
