@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import combinations
 from typing import Any, Iterator, Protocol
@@ -154,7 +154,8 @@ def _restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame
 
 
 def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig,
-                     head_types: bool = False, packed: bool = False) -> dict[str, Any]:
+                     head_types: bool = False, packed: bool = False,
+                     check_ids: bool = True) -> dict[str, Any]:
     """Read, validate, normalize, shingle, MinHash (or SimHash; vectors: project).
 
     Writes ``shingles/`` (vectors: ``vectors/``), ``signatures/`` and ``rejects/``.
@@ -164,6 +165,9 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
     shingle set to ``shingles/`` as one ``binary`` value
     (:func:`lsh_spark.shingle.pack_shingles`) instead of ``array<bigint>``; for
     a run that deletes ``shingles/`` after verifying (:func:`run_dedup`).
+    ``check_ids=False``: the ids are not checked here; the caller starts
+    :func:`start_id_check` itself and aborts the whole output if it fails
+    (:func:`run_dedup`, which runs it beside the candidate stage).
     """
     if cfg.method in VECTOR_METHODS:
         return stage_vector_signatures(spark, input_path, out, cfg)
@@ -199,8 +203,7 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         feats = _read(spark, out, "shingles")
         # The ids are checked on the written Parquet, beside the two writes
         # below; if they repeat, all three datasets are deleted.
-        ids_checked = in_background(spark, "lsh-spark-id-check", *_job_group("signatures"),
-                                    lambda: check_unique_ids(feats))
+        ids_checked = start_id_check(spark, out) if check_ids else None
         ok = F.col("reason").isNull()
         try:
             if fused:
@@ -223,12 +226,22 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
             # Waited for even when a write failed: no job of this stage is
             # left running behind the error.
             try:
-                ids_checked.result()
+                if ids_checked is not None:
+                    ids_checked.result()
             except InputError:
                 for name in ("shingles", "signatures", "rejects"):
                     out.fs.delete(out.path(name))
                 raise
     return dict(_signature_counts(spark, out, facts, seen.get), seconds=timer.seconds)
+
+
+def start_id_check(spark: SparkSession, out: Output) -> Future[None]:
+    """Check in a background job that the ids of ``shingles/`` (every record
+    read, rejected ones included) are unique; the future raises
+    :class:`InputError` naming repeated ones."""
+    feats = _read(spark, out, "shingles")
+    return in_background(spark, "lsh-spark-id-check", *_job_group("signatures"),
+                         lambda: check_unique_ids(feats))
 
 
 def _checked_ids(spark: SparkSession, out: Output, name: str) -> DataFrame:
@@ -864,8 +877,15 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
         crawl = extract_crawl_input(spark, input_path, out, cfg)
         # shingles/ is deleted before the commit: its sets travel packed.
         signatures = stage_signatures(spark, input_path, out, cfg, head_types=head_types,
-                                      packed=True)
-        candidates = stage_candidates(spark, out, cfg, signatures["counts"]["accepted"])
+                                      packed=True, check_ids=False)
+        # The ids are checked beside the candidate stage, whose planning leaves
+        # a core idle, instead of beside the signature stage's writes, which
+        # it slowed; the output is aborted if they repeat.
+        ids_checked = start_id_check(spark, out)
+        try:
+            candidates = stage_candidates(spark, out, cfg, signatures["counts"]["accepted"])
+        finally:
+            ids_checked.result()
         # The whole input's JSON schema (for deduped/) beside verification, whose
         # planning leaves the cores idle: started before the candidate stage,
         # its tasks took both cores and that stage's first job waited for them.

@@ -405,6 +405,28 @@ def test_duplicate_ids_raise_input_error_before_any_output(spark, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dups.jsonl"]
 
 
+@pytest.mark.parametrize("repeated", [True, False])
+def test_id_check_beside_the_candidate_stage_wins_over_its_failure(
+        spark, tmp_path, monkeypatch, repeated):
+    # run_dedup checks the ids beside the candidate stage: if that stage fails
+    # on input whose ids repeat, the repeated ids are the error reported.
+    from lsh_spark import pipeline
+
+    rows = _good_docs(4) + [{"id": "dup-5" if repeated else "one-5", "text": "a first text"},
+                            {"id": "dup-5" if repeated else "two-5", "text": "a second text"}]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"".join(_jsonl_line(r) + b"\n" for r in rows))
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("the candidate stage failed")
+
+    monkeypatch.setattr(pipeline, "stage_candidates", failing)
+    with pytest.raises(InputError if repeated else RuntimeError,
+                       match="dup-5" if repeated else "candidate stage failed"):
+        _run(spark, path, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
 def test_stage_job_with_duplicate_ids_leaves_none_of_its_datasets(spark, tmp_path):
     # The id check runs beside the signatures' and rejects' writes: when it
     # fails, those are deleted with shingles/ (a stage job's output has no
