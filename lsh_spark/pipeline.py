@@ -165,7 +165,8 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
     shingle set to ``shingles/`` as one ``binary`` value
     (:func:`lsh_spark.shingle.pack_shingles`) instead of ``array<bigint>``; for
     a run that deletes ``shingles/`` after verifying (:func:`run_dedup`).
-    ``check_ids=False``: the ids are not checked here; the caller starts
+    ``check_ids=False`` (not for the vector methods, which always check the
+    ids of ``vectors/`` here): the ids are not checked here; the caller starts
     :func:`start_id_check` itself and aborts the whole output if it fails
     (:func:`run_dedup`, which runs it beside the candidate stage).
     """
@@ -876,16 +877,19 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
         spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
         crawl = extract_crawl_input(spark, input_path, out, cfg)
         # shingles/ is deleted before the commit: its sets travel packed.
+        # The ids of shingles/ are checked beside the candidate stage, whose
+        # planning leaves a core idle, instead of beside the signature stage's
+        # writes, which it slowed; the output is aborted if they repeat.  (The
+        # vector methods write vectors/ and check its ids in their own stage.)
+        later = cfg.method not in VECTOR_METHODS
         signatures = stage_signatures(spark, input_path, out, cfg, head_types=head_types,
-                                      packed=True, check_ids=False)
-        # The ids are checked beside the candidate stage, whose planning leaves
-        # a core idle, instead of beside the signature stage's writes, which
-        # it slowed; the output is aborted if they repeat.
-        ids_checked = start_id_check(spark, out)
+                                      packed=True, check_ids=not later)
+        ids_checked = start_id_check(spark, out) if later else None
         try:
             candidates = stage_candidates(spark, out, cfg, signatures["counts"]["accepted"])
         finally:
-            ids_checked.result()
+            if ids_checked is not None:
+                ids_checked.result()
         # The whole input's JSON schema (for deduped/) beside verification, whose
         # planning leaves the cores idle: started before the candidate stage,
         # its tasks took both cores and that stage's first job waited for them.
