@@ -204,7 +204,7 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         feats = _read(spark, out, "shingles")
         # The ids are checked on the written Parquet, beside the two writes
         # below; if they repeat, all three datasets are deleted.
-        ids_checked = start_id_check(spark, out) if check_ids else None
+        ids_checked = start_id_check(spark, feats) if check_ids else None
         ok = F.col("reason").isNull()
         try:
             if fused:
@@ -236,13 +236,12 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
     return dict(_signature_counts(spark, out, facts, seen.get), seconds=timer.seconds)
 
 
-def start_id_check(spark: SparkSession, out: Output) -> Future[None]:
-    """Check in a background job that the ids of ``shingles/`` (every record
-    read, rejected ones included) are unique; the future raises
-    :class:`InputError` naming repeated ones."""
-    feats = _read(spark, out, "shingles")
+def start_id_check(spark: SparkSession, records: DataFrame) -> Future[None]:
+    """Check in a background job that the ids of ``records`` (``shingles/`` as
+    read back: every record read, rejected ones included) are unique; the
+    future raises :class:`InputError` naming repeated ones."""
     return in_background(spark, "lsh-spark-id-check", *_job_group("signatures"),
-                         lambda: check_unique_ids(feats))
+                         lambda: check_unique_ids(records))
 
 
 def _checked_ids(spark: SparkSession, out: Output, name: str) -> DataFrame:
@@ -884,7 +883,7 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
         later = cfg.method not in VECTOR_METHODS
         signatures = stage_signatures(spark, input_path, out, cfg, head_types=head_types,
                                       packed=True, check_ids=not later)
-        ids_checked = start_id_check(spark, out) if later else None
+        ids_checked = start_id_check(spark, _read(spark, out, "shingles")) if later else None
         try:
             candidates = stage_candidates(spark, out, cfg, signatures["counts"]["accepted"])
         finally:
