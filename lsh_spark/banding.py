@@ -76,42 +76,40 @@ def s_curve(b: int, r: int, points: int = 21) -> list[dict[str, float]]:
     ]
 
 
-def band_keys(signature: str, bands: int, rows: int) -> Column:
-    """``array<bigint>`` of one 64-bit bucket key per band of the column named
-    ``signature``.
+def band_key(signature: str, band: Column, rows: int) -> Column:
+    """The 64-bit bucket key of band ``band`` (an int column, from 0) of the
+    ``array<int>`` column named ``signature``, ``rows`` values per band.
 
-    The key hashes the band number with its ``rows`` signature values
-    (Spark's XXH64), so equal keys in different bands never collide by design.
-    It is the XXH64 of ``(band, value_1, ..., value_rows)``, which is what
-    Spark's ``xxhash64(band, slice(signature, ...))`` gives (an array hashes
-    as its elements in turn).  The bands are written out one expression each
-    rather than as a ``transform`` over ``sequence(0, bands - 1)``: Spark
-    evaluates higher-order functions row by row in the interpreter, where
-    these expressions are compiled with the rest of the stage, and no band
-    slice is allocated.  On 41,219 signatures (659,504 band rows) the stage
-    that reads, explodes and shuffles them took 0.66-0.71 s instead of
-    0.95-1.31 s on 2 cores (1.3 instead of 1.8-2.5 task seconds; three
-    alternated runs).  The expression is parsed from one SQL string: built
-    from Column objects it took a Py4J call per value, 0.75 s of the
-    driver's time in a profiled run.
+    Spark's XXH64 of ``(band, value_1, ..., value_rows)``: ``xxhash64(band,
+    slice(signature, band * rows + 1, rows))`` (an array hashes as its elements
+    in turn, so the slice hashes like its values listed one by one).  The band
+    number is part of the key, so equal values in different bands never share
+    a bucket.  A null signature gives the hash of the band number alone.
     """
-    col = "`" + signature.replace("`", "``") + "`"
-    keys = ", ".join(
-        f"xxhash64({band}, " + ", ".join(f"{col}[{band * rows + j}]" for j in range(rows)) + ")"
-        for band in range(bands))
-    return F.expr(f"array({keys})")
+    start = band * F.lit(rows) + F.lit(1)
+    return F.xxhash64(band, F.slice(F.col(signature), start, F.lit(rows)))
 
 
 def explode_bands(signatures: DataFrame, bands: int, rows: int, *extra: str) -> DataFrame:
     """``(id, signature, ...) -> (id, band, bucket, *extra)``: one row per band.
+
+    Each row takes a band number from ``sequence(0, bands - 1)`` and its key
+    from :func:`band_key`, so the generated code is the same few lines for
+    any ``(b, r)``.  Written out instead as one hash expression per band, the
+    bands made one method of the stage's generated code longer than the 8,000
+    bytes of bytecode HotSpot compiles at most (``-XX:+DontCompileHugeMethods``,
+    its default), so the JVM interpreted it: a Java Flight Recorder profile of
+    a 41k run found 11% of all task samples in that method.  Exploding 165k
+    signatures of the 41k comparison corpus (warm, ``local[2]``): 0.53-0.63 s
+    against 1.6-1.9 s at (16, 6), 0.89-1.1 s against 6-9 s at (128, 1),
+    0.71-0.85 s against 3.0 s at (4, 32) (bench/HISTORY.md, session 39).
 
     Example
     -------
     >>> explode_bands(sigs, 16, 6).columns  # doctest: +SKIP
     ['id', 'band', 'bucket']
     """
-    return signatures.select(
-        "id",
-        *extra,
-        F.posexplode(band_keys("signature", bands, rows)).alias("band", "bucket"),
-    ).select("id", "band", "bucket", *extra)
+    band = F.explode(F.sequence(F.lit(0), F.lit(bands - 1))).alias("band")
+    return (signatures.select("id", "signature", band, *extra)
+            .select("id", "band", band_key("signature", F.col("band"), rows).alias("bucket"),
+                    *extra))

@@ -16,7 +16,7 @@ same value with probability
 (Datar et al., eq. in section 3.2), which falls from 1 at ``c = 0``.
 
 Both kinds of hashes are grouped into ``b`` bands of ``r`` rows exactly as
-MinHash values are (:func:`lsh_spark.banding.band_keys`), so a pair whose rows
+MinHash values are (:func:`lsh_spark.banding.explode_bands`), so a pair whose rows
 agree with probability ``p`` becomes a candidate with ``1 - (1 - p^r)^b``; the
 default ``(b, r)`` puts that at ``--target-recall`` for ``p`` at the threshold
 (cosine ``--threshold``, or distance ``--max-distance``).  Every candidate is

@@ -4,7 +4,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lsh_spark.banding import (
-    band_keys,
     candidate_probability,
     choose_bands,
     explode_bands,
@@ -72,25 +71,33 @@ def test_explode_bands_rows_and_keys(spark):
     assert key[("a", 1)] != key[("b", 1)]
     # The band number is part of the key: identical values in two bands differ.
     same = spark.createDataFrame([("c", [5] * 12)], schema)
-    k = same.select(band_keys("signature", 2, 6).alias("k")).first().k
+    k = {r.band: r.bucket for r in explode_bands(same, 2, 6).collect()}
     assert k[0] != k[1]
 
 
-# band_keys of the signature 0..11 in 2 bands of 6 rows, as Spark's
+# The keys of the signature 0..11 in 2 bands of 6 rows, as Spark's
 # xxhash64(band, slice(signature, ...)) with its seed 42 gives them.
 GOLDEN_BAND_KEYS = [3489607848613141767, -3513857557410735426]
 
 
 def _slice_keys(bands: int, rows: int):
-    """The keys in their earlier form: xxhash64(band, slice) in a transform."""
+    """The keys in their first form: xxhash64(band, slice) in a transform."""
     return F.transform(F.sequence(F.lit(0), F.lit(bands - 1)), lambda i: F.xxhash64(
         i, F.slice(F.col("signature"), i * rows + 1, F.lit(rows))))
 
 
+def _listed_keys(bands: int, rows: int):
+    """The keys in their second form: xxhash64(band, value_1, ..., value_r) listed."""
+    return F.expr("array(" + ", ".join(
+        f"xxhash64({b}, " + ", ".join(f"signature[{b * rows + j}]" for j in range(rows)) + ")"
+        for b in range(bands)) + ")")
+
+
 def test_band_keys_equal_the_hash_of_each_band_slice(spark):
-    """band_keys writes the bands out one expression each; the keys are Spark's
-    xxhash64 of (band, slice of the signature), the form the crawl index's
-    band keys were written with, on random signatures and a null one."""
+    """explode_bands keys every band by Spark's xxhash64 of (band, slice of the
+    signature): the keys the crawl index was written with, in both earlier
+    forms of the expression, on random signatures and a null one, for short,
+    long and single-row bands."""
     import random
 
     rng = random.Random(7)
@@ -101,11 +108,14 @@ def test_band_keys_equal_the_hash_of_each_band_slice(spark):
     rows = [(f"d{i}", [rng.randrange(0, (1 << 31) - 1) for _ in range(128)]) for i in range(50)]
     df = spark.createDataFrame(rows + [("null", None)], schema)
     for bands, r in ((16, 6), (4, 32), (128, 1)):
-        got = df.select("id", band_keys("signature", bands, r).alias("k"),
-                        _slice_keys(bands, r).alias("ref")).collect()
-        assert all(row.k == row.ref for row in got), (bands, r)
-        assert len(got[0].k) == bands
+        got = {(row.id, row.band): row.bucket
+               for row in explode_bands(df, bands, r).collect()}
+        assert len(got) == 51 * bands, (bands, r)
+        for name, ref in (("slice", _slice_keys(bands, r)), ("listed", _listed_keys(bands, r))):
+            want = {(row.id, band): key for row in df.select("id", ref.alias("k")).collect()
+                    for band, key in enumerate(row.k)}
+            assert got == want, (bands, r, name)
     # A golden value, so that a change of the hash (or of Spark's) shows.
-    golden = spark.createDataFrame([("g", list(range(12)))], schema).select(
-        band_keys("signature", 2, 6).alias("k")).first().k
-    assert golden == GOLDEN_BAND_KEYS
+    golden = spark.createDataFrame([("g", list(range(12)))], schema)
+    keys = sorted((r.band, r.bucket) for r in explode_bands(golden, 2, 6).collect())
+    assert [k for _, k in keys] == GOLDEN_BAND_KEYS
