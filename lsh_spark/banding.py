@@ -102,7 +102,7 @@ def explode_bands(signatures: DataFrame, bands: int, rows: int, *extra: str) -> 
     a 41k run found 11% of all task samples in that method.  Exploding 165k
     signatures of the 41k comparison corpus (warm, ``local[2]``): 0.53-0.63 s
     against 1.6-1.9 s at (16, 6), 0.89-1.1 s against 6-9 s at (128, 1),
-    0.71-0.85 s against 3.0 s at (4, 32) (bench/HISTORY.md, session 39).
+    0.71-0.85 s against 2.9-3.2 s at (4, 32) (bench/HISTORY.md, session 39).
 
     Example
     -------
