@@ -165,21 +165,64 @@ def summarize_runs(runs: list[dict], n_docs: int) -> dict:
             "docs_per_second": round(n_docs / seconds, 1)}
 
 
-def ground_truth(corpus: str, threshold: float, cache_dir: str) -> dict:
+def _fields(corpus: str, id_col: str, text_col: str, lines: int) -> tuple[bool, set[str]]:
+    """Whether a record among the first ``lines`` of ``corpus`` has a non-null
+    ``id_col`` and a string ``text_col``, and the fields seen before it."""
+    seen: set[str] = set()
+    with open(corpus, encoding="utf-8") as fh:
+        for _, line in zip(range(lines), fh):
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict):
+                if rec.get(id_col) is not None and isinstance(rec.get(text_col), str):
+                    return True, seen
+                seen.update(rec)
+    return False, seen
+
+
+def check_fields(corpus: str, id_col: str, text_col: str, lines: int = 1000) -> None:
+    """Stop with a message naming the option when no record among the corpus's
+    first ``lines`` has an ``id_col`` and a string ``text_col``.
+
+    Every system reads the same two fields, and the scores match pairs by id,
+    so a corpus without ids cannot be compared (lsh-spark itself would derive
+    them, the peers cannot): this says so before any system runs.
+    """
+    found, seen = _fields(corpus, id_col, text_col, lines)
+    if found:
+        return
+    if not seen:
+        raise SystemExit(f"--corpus: no JSON object among the first {lines} lines of "
+                         f"{corpus}; compare.py reads JSON Lines")
+    missing = [f"--{opt} {name!r}" for opt, name in (("id-col", id_col), ("text-col", text_col))
+               if name not in seen]
+    what = " and ".join(missing) or (f"--id-col {id_col!r} with --text-col {text_col!r}: "
+                                     "never a non-null id together with a string text")
+    raise SystemExit(f"{what}: not found in the first {lines} records of {corpus} (their "
+                     f"fields: {', '.join(sorted(seen))}). Every system reads these two "
+                     "fields and the pairs are scored by id: pass the corpus's own names")
+
+
+def ground_truth(corpus: str, threshold: float, cache_dir: str, id_col: str = "id",
+                 text_col: str = "text") -> dict:
     """All pairs with exact Jaccard >= ``threshold`` (bench/quality.py), cached.
 
     The pure-Python all-pairs search takes minutes on a 40k-document corpus, so
     its result is kept in ``cache_dir`` under a key of the corpus's path, size
-    and modification time and the threshold; any change to the corpus misses.
+    and modification time, the threshold and the two fields read; any change
+    to the corpus misses.
     """
     st = os.stat(corpus)
+    fields = "" if (id_col, text_col) == ("id", "text") else f"|{id_col}|{text_col}"
     key = hashlib.sha256(f"{os.path.abspath(corpus)}|{st.st_size}|{st.st_mtime_ns}|"
-                         f"{threshold!r}".encode()).hexdigest()[:16]
+                         f"{threshold!r}{fields}".encode()).hexdigest()[:16]
     path = os.path.join(cache_dir, f"truth-{key}.pkl")
     if os.path.exists(path):
         with open(path, "rb") as fh:
             return pickle.load(fh)
-    truth = all_pairs(load(corpus, "id", "text", 5), threshold)
+    truth = all_pairs(load(corpus, id_col, text_col, 5), threshold)
     os.makedirs(cache_dir, exist_ok=True)
     with open(path + ".tmp", "wb") as fh:
         pickle.dump(truth, fh, protocol=pickle.HIGHEST_PROTOCOL)
@@ -212,9 +255,14 @@ def main() -> None:
     # The fewest tables with P(candidate | J = 0.8) = 1 - 0.2**t >= 0.99, the
     # criterion lsh-spark's own banding uses (3 measured 0.9958 recall here).
     p.add_argument("--mllib-tables", type=int, default=3)
+    p.add_argument("--id-col", default="id",
+                   help="the records' id field, given to every system (default: id)")
+    p.add_argument("--text-col", default="text",
+                   help="the records' text field, given to every system (default: text)")
     p.add_argument("--truth-cache", default=os.path.join(ROOT, "bench", "out", "truth"),
                    help="folder where the exact ground truth of a corpus is kept between "
-                        "runs (keyed by the corpus's path, size, mtime and the threshold)")
+                        "runs (keyed by the corpus's path, size, mtime, the threshold and the "
+                        "two fields)")
     p.add_argument("--max-bucket-size", type=int, default=None,
                    help="passed to lsh-spark (default: its own default)")
     # Recall is counted over the pairs each system lists, and the peers list
@@ -236,6 +284,13 @@ def main() -> None:
     args = p.parse_args()
     if args.repeat < 1:
         raise SystemExit(f"--repeat must be at least 1, not {args.repeat}")
+    check_fields(args.corpus, args.id_col, args.text_col)
+    fields = ["--id-col", args.id_col, "--text-col", args.text_col]
+    # The bundled warm-up sample has the default fields whatever the corpus's are.
+    warm_fields = fields
+    if args.warmup and not _fields(args.warmup, args.id_col, args.text_col, 1000)[0]:
+        check_fields(args.warmup, "id", "text")
+        warm_fields = []
     os.makedirs(args.work, exist_ok=True)
     env_lsh = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     env_lsh.update(setup_jvm_env())
@@ -247,10 +302,10 @@ def main() -> None:
     with open(args.corpus, encoding="utf-8") as fh:
         n_docs = sum(1 for _ in fh)
 
-    def command(system: str, corpus: str, out: str) -> list[str]:
+    def command(system: str, corpus: str, out: str, fields: list[str] = fields) -> list[str]:
         if system == "lsh-spark":
             cmd = submit + [os.path.join(ROOT, "jobs", "dedup.py"), "--input", corpus,
-                            "--output", out, "--threshold", str(args.threshold)]
+                            "--output", out, "--threshold", str(args.threshold)] + fields
             if args.max_bucket_size:
                 cmd += ["--max-bucket-size", str(args.max_bucket_size)]
             return cmd + ["--max-family-size", str(args.max_family_size or max(n_docs, 2))]
@@ -261,10 +316,10 @@ def main() -> None:
             ui = ["--conf", "spark.ui.enabled=false"] if local_master(args.master) else []
             return submit + ui + [os.path.join(HERE, "peer_mllib.py"), "--corpus", corpus,
                              "--out", out, "--threshold", str(args.threshold),
-                             "--tables", str(args.mllib_tables)]
+                             "--tables", str(args.mllib_tables)] + fields
         if system == "datasketch":
             return [sys.executable, os.path.join(HERE, "peer_datasketch.py"), "--corpus",
-                    corpus, "--out", out, "--threshold", str(args.threshold)]
+                    corpus, "--out", out, "--threshold", str(args.threshold)] + fields
         raise SystemExit(f"--systems: unknown system {system!r}")
 
     systems = args.systems.split(",")
@@ -283,7 +338,7 @@ def main() -> None:
                 subprocess.run(["rm", "-rf", warm], check=True)
                 print(f"warming up {system} on {args.warmup} (not timed) ...", file=sys.stderr,
                       flush=True)
-                warmed = run_measured(command(system, args.warmup, warm), env)
+                warmed = run_measured(command(system, args.warmup, warm, warm_fields), env)
                 if warmed["exit"] != 0:
                     raise SystemExit(f"{system}'s warm-up run failed:\n"
                                      + "\n".join(warmed["tail"]))
@@ -292,7 +347,8 @@ def main() -> None:
             runs[system].append(run_measured(command(system, args.corpus, out), env))
     results = {system: summarize_runs(done, n_docs) for system, done in runs.items()}
     print("computing exact ground truth ...", file=sys.stderr, flush=True)
-    truth = ground_truth(args.corpus, args.threshold, args.truth_cache)
+    truth = ground_truth(args.corpus, args.threshold, args.truth_cache, args.id_col,
+                         args.text_col)
     for system, res in results.items():
         out = os.path.join(args.work, system)
         if res["exit"] != 0:

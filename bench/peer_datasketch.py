@@ -1,8 +1,10 @@
 """Peer: datasketch MinHashLSH in one process, with exact verification of candidates.
 
-    python bench/peer_datasketch.py --corpus C.jsonl --out DIR [--threshold 0.8] [--num-perm 128]
+    python bench/peer_datasketch.py --corpus C.jsonl --out DIR [--threshold 0.8] [--num-perm 128] \\
+        [--id-col id] [--text-col text]
 
-Same normalization and word 5-grams as the ground truth (tests/reference.py),
+Reads the corpus as the ground truth does (``quality.load``: the same records,
+normalization and word 5-grams, from tests/reference.py),
 ``MinHash.bulk`` for the signatures, ``MinHashLSH(threshold, num_perm)`` with its
 default false-positive/false-negative weights (0.5, 0.5) for the banding, one
 query per document, exact Jaccard of every candidate with Python sets.
@@ -17,9 +19,8 @@ import time
 
 from datasketch import MinHash, MinHashLSH
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "tests"))
-from reference import word_shingles  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quality import load  # noqa: E402
 
 
 def main() -> None:
@@ -28,17 +29,13 @@ def main() -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--threshold", type=float, default=0.8)
     p.add_argument("--num-perm", type=int, default=128)
+    p.add_argument("--id-col", default="id")
+    p.add_argument("--text-col", default="text")
     args = p.parse_args()
     start = time.perf_counter()
-    ids, sets = [], []
-    with open(args.corpus, encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            if isinstance(rec.get("text"), str):
-                sh = word_shingles(rec["text"])
-                if sh != {""}:
-                    ids.append(rec["id"])
-                    sets.append(sh)
+    # The records the ground truth reads, shingled as it shingles them.
+    docs = load(args.corpus, args.id_col, args.text_col, 5)
+    ids, sets = list(docs), list(docs.values())
     sigs = MinHash.bulk([[s.encode("utf-8") for s in sh] for sh in sets],
                         num_perm=args.num_perm, seed=1)
     lsh = MinHashLSH(threshold=args.threshold, num_perm=args.num_perm)

@@ -1,7 +1,7 @@
 """Peer: Spark MLlib MinHashLSH + approxSimilarityJoin on the same word 5-grams.
 
     spark-submit --master 'local[2]' bench/peer_mllib.py --corpus C.jsonl --out DIR \\
-        [--threshold 0.8] [--tables 3]
+        [--threshold 0.8] [--tables 3] [--id-col id] [--text-col text]
 
 RegexTokenizer (lowercase, split on runs of non-letters/digits) -> NGram(5) ->
 HashingTF(2^24, binary) -> MinHashLSH(numHashTables) -> approxSimilarityJoin of the
@@ -19,21 +19,17 @@ import time
 
 from pyspark.ml import Pipeline
 from pyspark.ml.feature import HashingTF, MinHashLSH, NGram, RegexTokenizer
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--corpus", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--threshold", type=float, default=0.8)
-    p.add_argument("--tables", type=int, default=3)
-    args = p.parse_args()
-    spark = SparkSession.builder.appName("peer-mllib").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    start = time.perf_counter()
-    docs = spark.read.json(args.corpus).select("id", "text").filter(F.col("text").isNotNull())
+def mllib_pairs(spark: SparkSession, corpus: str, threshold: float = 0.8, tables: int = 3,
+                id_col: str = "id", text_col: str = "text") -> DataFrame:
+    """The pairs (id_a < id_b, jaccard) MLlib's join finds at ``threshold`` among the
+    JSON Lines records of ``corpus`` (ids in ``id_col``, texts in ``text_col``)."""
+    docs = spark.read.json(corpus).select(
+        F.col(id_col).alias("id"), F.col(text_col).alias("text")).filter(
+        F.col("id").isNotNull() & F.col("text").isNotNull())
     pipe = Pipeline(stages=[
         RegexTokenizer(inputCol="text", outputCol="tokens", pattern=r"[^\p{L}\p{N}]+",
                        toLowercase=True),
@@ -42,14 +38,30 @@ def main() -> None:
     ])
     feats = pipe.fit(docs).transform(docs)
     feats = feats.filter(F.size("grams") > 0).select("id", "features").cache()
-    lsh = MinHashLSH(inputCol="features", outputCol="hashes", numHashTables=args.tables,
+    lsh = MinHashLSH(inputCol="features", outputCol="hashes", numHashTables=tables,
                      seed=1).fit(feats)
     hashed = lsh.transform(feats).cache()
-    joined = lsh.approxSimilarityJoin(hashed, hashed, 1.0 - args.threshold, distCol="dist")
-    pairs = joined.select(
+    joined = lsh.approxSimilarityJoin(hashed, hashed, 1.0 - threshold, distCol="dist")
+    return joined.select(
         F.col("datasetA.id").alias("id_a"), F.col("datasetB.id").alias("id_b"),
         (1.0 - F.col("dist")).alias("jaccard"),
     ).filter(F.col("id_a") < F.col("id_b"))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--corpus", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--threshold", type=float, default=0.8)
+    p.add_argument("--tables", type=int, default=3)
+    p.add_argument("--id-col", default="id")
+    p.add_argument("--text-col", default="text")
+    args = p.parse_args()
+    spark = SparkSession.builder.appName("peer-mllib").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    start = time.perf_counter()
+    pairs = mllib_pairs(spark, args.corpus, args.threshold, args.tables, args.id_col,
+                        args.text_col)
     pairs.write.mode("overwrite").parquet(args.out + "/pairs")
     n = spark.read.parquet(args.out + "/pairs").count()
     print(json.dumps({"system": "mllib", "tables": args.tables, "verified_pairs": n,

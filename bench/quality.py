@@ -42,6 +42,8 @@ def load(corpus: str, id_col: str, text_col: str, k: int) -> dict:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if not isinstance(rec, dict):
+                continue
             text = rec.get(text_col)
             if isinstance(text, str) and rec.get(id_col) is not None:
                 sh = word_shingles(text, k)

@@ -167,48 +167,6 @@ def test_jvm_opts_printed_alone_are_the_sourced_set_ups():
                    "LSH_SPARK_GC_OPTS": ""}
 
 
-def _compare():
-    """bench/compare.py as a module (bench/ is not a package)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import compare
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return compare
-
-
-def test_compare_gives_lsh_spark_the_set_ups_options_and_the_peers_none(monkeypatch):
-    compare = _compare()
-    for var in ("SPARK_SUBMIT_OPTS", "LSH_SPARK_JIT_OPTS", "LSH_SPARK_GC_OPTS"):
-        monkeypatch.delenv(var, raising=False)
-    ours = compare.setup_jvm_env()
-    opts = ours["SPARK_SUBMIT_OPTS"].split()
-    assert "-XX:+UseParallelGC" in opts and "-XX:Tier4InvocationThreshold=150000" in opts
-    peers = compare.peer_opts(ours).split()
-    assert "-XX:+UseParallelGC" not in peers
-    assert not any(o.startswith("-XX:Tier4") for o in peers)
-    # A shell that sourced the set-up keeps its own choices.
-    monkeypatch.setenv("LSH_SPARK_GC_OPTS", "")
-    assert compare.setup_jvm_env() == {}
-
-
-def test_compare_reports_the_median_round_and_a_failed_run_as_it_failed():
-    compare = _compare()
-
-    def run(seconds, peak, code=0):
-        return {"seconds": seconds, "peak_mem_mib": peak, "exit": code, "tail": [str(seconds)]}
-
-    three = compare.summarize_runs([run(30.0, 100), run(20.0, 300), run(25.0, 200)], 1000)
-    assert three["seconds"] == 25.0 and three["docs_per_second"] == 40.0
-    assert three["runs_seconds"] == [30.0, 20.0, 25.0]
-    assert three["peak_mem_mib"] == 300 and three["tail"] == ["25.0"]
-    assert compare.summarize_runs([run(30.0, 1), run(20.0, 1)], 10)["seconds"] == 25.0
-    one = compare.summarize_runs([run(12.3, 5)], 123)
-    assert one["seconds"] == 12.3 and one["docs_per_second"] == 10.0
-    failed = compare.summarize_runs([run(30.0, 1), run(5.0, 1, code=1)], 10)
-    assert failed["exit"] == 1 and "runs_seconds" not in failed
-
-
 def test_driver_jvm_runs_the_collector_the_set_up_chose(spark):
     if "-XX:+UseParallelGC" not in os.environ.get("SPARK_SUBMIT_OPTS", "").split():
         pytest.skip("SPARK_SUBMIT_OPTS does not select the parallel collector")

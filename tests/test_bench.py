@@ -1,0 +1,125 @@
+"""The benchmark harness (bench/): how compare.py runs the systems and what every
+system reads of a corpus."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench(name: str):
+    """A module of bench/ (not a package)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+def test_compare_gives_lsh_spark_the_set_ups_options_and_the_peers_none(monkeypatch):
+    compare = _bench("compare")
+    for var in ("SPARK_SUBMIT_OPTS", "LSH_SPARK_JIT_OPTS", "LSH_SPARK_GC_OPTS"):
+        monkeypatch.delenv(var, raising=False)
+    ours = compare.setup_jvm_env()
+    opts = ours["SPARK_SUBMIT_OPTS"].split()
+    assert "-XX:+UseParallelGC" in opts and "-XX:Tier4InvocationThreshold=150000" in opts
+    peers = compare.peer_opts(ours).split()
+    assert "-XX:+UseParallelGC" not in peers
+    assert not any(o.startswith("-XX:Tier4") for o in peers)
+    # A shell that sourced the set-up keeps its own choices.
+    monkeypatch.setenv("LSH_SPARK_GC_OPTS", "")
+    assert compare.setup_jvm_env() == {}
+
+
+def test_compare_reports_the_median_round_and_a_failed_run_as_it_failed():
+    compare = _bench("compare")
+
+    def run(seconds, peak, code=0):
+        return {"seconds": seconds, "peak_mem_mib": peak, "exit": code, "tail": [str(seconds)]}
+
+    three = compare.summarize_runs([run(30.0, 100), run(20.0, 300), run(25.0, 200)], 1000)
+    assert three["seconds"] == 25.0 and three["docs_per_second"] == 40.0
+    assert three["runs_seconds"] == [30.0, 20.0, 25.0]
+    assert three["peak_mem_mib"] == 300 and three["tail"] == ["25.0"]
+    assert compare.summarize_runs([run(30.0, 1), run(20.0, 1)], 10)["seconds"] == 25.0
+    one = compare.summarize_runs([run(12.3, 5)], 123)
+    assert one["seconds"] == 12.3 and one["docs_per_second"] == 10.0
+    failed = compare.summarize_runs([run(30.0, 1), run(5.0, 1, code=1)], 10)
+    assert failed["exit"] == 1 and "runs_seconds" not in failed
+
+
+WORDS = ("the harbour was quiet that morning and the boats rocked slowly against the old "
+         "stone wall while gulls circled above the market where traders laid out fish "
+         "bread and baskets of apples for the first customers of the day who came down "
+         "from the hill").split()
+
+
+def _renamed_corpus(path: Path) -> dict[str, str]:
+    """A corpus whose ids are in ``url`` and texts in ``content``, with an exact
+    copy, a near copy (its third word changed: word-5-gram Jaccard 38/44), an unrelated
+    text, and lines no system can read."""
+    texts = {
+        "https://a.example/1": " ".join(WORDS),
+        "https://a.example/1-copy": " ".join(WORDS),
+        "https://b.example/near": " ".join(WORDS[:2] + ["felt"] + WORDS[3:]),
+        "https://c.example/other": " ".join(reversed(WORDS)),
+    }
+    lines = [json.dumps({"url": u, "content": t}) for u, t in texts.items()]
+    lines += ["not json", "[1, 2]", json.dumps({"url": None, "content": "no id"})]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return texts
+
+
+def test_compare_names_the_fields_a_corpus_lacks(tmp_path):
+    compare = _bench("compare")
+    corpus = tmp_path / "c.jsonl"
+    _renamed_corpus(corpus)
+    compare.check_fields(str(corpus), "url", "content")  # found: no error
+    with pytest.raises(SystemExit) as err:
+        compare.check_fields(str(corpus), "id", "text")
+    msg = str(err.value)
+    assert "--id-col 'id' and --text-col 'text'" in msg and "fields: content, url" in msg
+    with pytest.raises(SystemExit, match=r"^--text-col 'body': not found"):
+        compare.check_fields(str(corpus), "url", "body")
+    nulls = tmp_path / "nulls.jsonl"
+    nulls.write_text(json.dumps({"id": None, "text": "a b c"}) + "\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="never a non-null id together with a string text"):
+        compare.check_fields(str(nulls), "id", "text")
+    plain = tmp_path / "plain.txt"
+    plain.write_text("just text\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="no JSON object among the first 1000 lines"):
+        compare.check_fields(str(plain), "id", "text")
+
+
+def test_ground_truth_reads_the_given_fields_and_keeps_them_apart_in_its_cache(tmp_path):
+    compare = _bench("compare")
+    corpus = tmp_path / "c.jsonl"
+    texts = _renamed_corpus(corpus)
+    docs = _bench("quality").load(str(corpus), "url", "content", 5)
+    assert set(docs) == set(texts)  # the unreadable lines and the null id left out
+    truth = compare.ground_truth(str(corpus), 0.8, str(tmp_path / "truth"), "url", "content")
+    assert set(truth) == {("https://a.example/1", "https://a.example/1-copy"),
+                          ("https://a.example/1", "https://b.example/near"),
+                          ("https://a.example/1-copy", "https://b.example/near")}
+    assert truth[("https://a.example/1", "https://a.example/1-copy")] == 1.0
+    assert truth[("https://a.example/1", "https://b.example/near")] == pytest.approx(38 / 44)
+    # The default fields read nothing of this corpus: a separate cache entry.
+    assert compare.ground_truth(str(corpus), 0.8, str(tmp_path / "truth")) == {}
+    assert len(list((tmp_path / "truth").iterdir())) == 2
+
+
+def test_mllib_peer_reads_the_given_fields(spark, tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    _renamed_corpus(corpus)
+    pairs = _bench("peer_mllib").mllib_pairs(spark, str(corpus), 0.8, 3, "url", "content")
+    found = {(r.id_a, r.id_b): r.jaccard for r in pairs.collect()}
+    # An exact copy always shares every table's hash; nothing pairs with the
+    # unrelated text, and every id is the url of a record.
+    assert found[("https://a.example/1", "https://a.example/1-copy")] == 1.0
+    assert all(j >= 0.8 and "c.example" not in a + b for (a, b), j in found.items())
