@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from quality import all_pairs, load, read_parquet
+from quality import all_pairs, corpus_fingerprint, corpus_lines, load, read_parquet
 
 from lsh_spark.session import local_master
 
@@ -169,16 +169,15 @@ def _fields(corpus: str, id_col: str, text_col: str, lines: int) -> tuple[bool, 
     """Whether a record among the first ``lines`` of ``corpus`` has a non-null
     ``id_col`` and a string ``text_col``, and the fields seen before it."""
     seen: set[str] = set()
-    with open(corpus, encoding="utf-8") as fh:
-        for _, line in zip(range(lines), fh):
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict):
-                if rec.get(id_col) is not None and isinstance(rec.get(text_col), str):
-                    return True, seen
-                seen.update(rec)
+    for _, line in zip(range(lines), corpus_lines(corpus)):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict):
+            if rec.get(id_col) is not None and isinstance(rec.get(text_col), str):
+                return True, seen
+            seen.update(rec)
     return False, seen
 
 
@@ -210,14 +209,13 @@ def ground_truth(corpus: str, threshold: float, cache_dir: str, id_col: str = "i
     """All pairs with exact Jaccard >= ``threshold`` (bench/quality.py), cached.
 
     The pure-Python all-pairs search takes minutes on a 40k-document corpus, so
-    its result is kept in ``cache_dir`` under a key of the corpus's path, size
-    and modification time, the threshold and the two fields read; any change
-    to the corpus misses.
+    its result is kept in ``cache_dir`` under a key of the corpus's files
+    (path, size and modification time of each), the threshold and the two
+    fields read; any change to the corpus misses.
     """
-    st = os.stat(corpus)
     fields = "" if (id_col, text_col) == ("id", "text") else f"|{id_col}|{text_col}"
-    key = hashlib.sha256(f"{os.path.abspath(corpus)}|{st.st_size}|{st.st_mtime_ns}|"
-                         f"{threshold!r}{fields}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{corpus_fingerprint(corpus)}|{threshold!r}{fields}".encode()
+                         ).hexdigest()[:16]
     path = os.path.join(cache_dir, f"truth-{key}.pkl")
     if os.path.exists(path):
         with open(path, "rb") as fh:
@@ -261,8 +259,8 @@ def main() -> None:
                    help="the records' text field, given to every system (default: text)")
     p.add_argument("--truth-cache", default=os.path.join(ROOT, "bench", "out", "truth"),
                    help="folder where the exact ground truth of a corpus is kept between "
-                        "runs (keyed by the corpus's path, size, mtime, the threshold and the "
-                        "two fields)")
+                        "runs (keyed by the path, size and mtime of the corpus's files, the "
+                        "threshold and the two fields)")
     p.add_argument("--max-bucket-size", type=int, default=None,
                    help="passed to lsh-spark (default: its own default)")
     # Recall is counted over the pairs each system lists, and the peers list
@@ -299,8 +297,7 @@ def main() -> None:
     log4j = f"-Dlog4j2.configurationFile=file:{ROOT}/conf/log4j2.properties"
     submit = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory,
               "--driver-java-options", log4j]
-    with open(args.corpus, encoding="utf-8") as fh:
-        n_docs = sum(1 for _ in fh)
+    n_docs = sum(1 for line in corpus_lines(args.corpus) if line.strip())
 
     def command(system: str, corpus: str, out: str, fields: list[str] = fields) -> list[str]:
         if system == "lsh-spark":

@@ -27,7 +27,7 @@ def mllib_pairs(spark: SparkSession, corpus: str, threshold: float = 0.8, tables
                 id_col: str = "id", text_col: str = "text") -> DataFrame:
     """The pairs (id_a < id_b, jaccard) MLlib's join finds at ``threshold`` among the
     JSON Lines records of ``corpus`` (ids in ``id_col``, texts in ``text_col``)."""
-    docs = spark.read.json(corpus).select(
+    docs = spark.read.option("recursiveFileLookup", "true").json(corpus).select(
         F.col(id_col).alias("id"), F.col(text_col).alias("text")).filter(
         F.col("id").isNotNull() & F.col("text").isNotNull())
     pipe = Pipeline(stages=[

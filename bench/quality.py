@@ -20,13 +20,16 @@ as star edges).
 from __future__ import annotations
 
 import argparse
+import bz2
 import glob
+import gzip
 import json
 import math
 import os
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
@@ -34,21 +37,67 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 from reference import word_shingles  # noqa: E402
 
 
+# The codecs Spark's JSON reader decompresses by extension that the standard
+# library also reads; the others are refused by name (corpus_files).
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
+_OTHER_CODECS = (".zst", ".lz4", ".snappy", ".deflate", ".xz")
+
+
+def corpus_files(corpus: str) -> list[str]:
+    """The files of a JSON Lines corpus as Spark reads it: the file itself, or
+    every file under a folder (recursively, sorted), without the names Spark
+    skips (starting with ``_`` or ``.``: ``_SUCCESS``, checksums)."""
+    if not os.path.isdir(corpus):
+        files = [corpus]
+    else:
+        files = sorted(os.path.join(root, name)
+                       for root, dirs, names in os.walk(corpus)
+                       for name in names if not name.startswith(("_", ".")))
+        if not files:
+            raise SystemExit(f"--corpus: no data files under {corpus}")
+    for f in files:
+        if f.lower().endswith(_OTHER_CODECS):
+            raise SystemExit(f"--corpus: {f} is compressed with a codec this harness does not "
+                             f"read; allowed: plain, {', '.join(_OPENERS)} (decompress it)")
+    return files
+
+
+def corpus_lines(corpus: str) -> Iterator[str]:
+    """Every line of every file of ``corpus`` (:func:`corpus_files`), ``.gz`` and
+    ``.bz2`` files decompressed."""
+    for name in corpus_files(corpus):
+        opener = _OPENERS.get(os.path.splitext(name)[1].lower(), open)
+        with opener(name, "rt", encoding="utf-8") as fh:
+            yield from fh
+
+
+def corpus_fingerprint(corpus: str) -> str:
+    """Path, size and modification time of every file of ``corpus``: changes
+    whenever any of them does."""
+    parts = []
+    for name in corpus_files(corpus):
+        st = os.stat(name)
+        parts.append(f"{os.path.abspath(name)}|{st.st_size}|{st.st_mtime_ns}")
+    return "\n".join(parts)
+
+
 def load(corpus: str, id_col: str, text_col: str, k: int) -> dict:
+    """``{id: frozenset of word k-grams}`` of the records of ``corpus`` with a
+    non-null id and a string text whose normalized form is not empty; lines
+    that are not JSON objects are left out."""
     docs = {}
-    with open(corpus, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(rec, dict):
-                continue
-            text = rec.get(text_col)
-            if isinstance(text, str) and rec.get(id_col) is not None:
-                sh = word_shingles(text, k)
-                if sh != {""}:
-                    docs[rec[id_col]] = frozenset(sh)
+    for line in corpus_lines(corpus):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(rec, dict):
+            continue
+        text = rec.get(text_col)
+        if isinstance(text, str) and rec.get(id_col) is not None:
+            sh = word_shingles(text, k)
+            if sh != {""}:
+                docs[rec[id_col]] = frozenset(sh)
     return docs
 
 

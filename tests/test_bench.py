@@ -123,3 +123,38 @@ def test_mllib_peer_reads_the_given_fields(spark, tmp_path):
     # unrelated text, and every id is the url of a record.
     assert found[("https://a.example/1", "https://a.example/1-copy")] == 1.0
     assert all(j >= 0.8 and "c.example" not in a + b for (a, b), j in found.items())
+
+
+def test_a_folder_of_compressed_parts_reads_as_one_corpus(tmp_path):
+    # As Spark reads it: every file under the folder, .gz and .bz2 decompressed,
+    # _SUCCESS and hidden files skipped.
+    import bz2
+    import gzip
+
+    compare, quality = _bench("compare"), _bench("quality")
+    whole = tmp_path / "whole.jsonl"
+    texts = _renamed_corpus(whole)
+    lines = whole.read_text(encoding="utf-8").splitlines(keepends=True)
+    parts = tmp_path / "parts"
+    (parts / "sub").mkdir(parents=True)
+    with gzip.open(parts / "part-0.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.writelines(lines[:2])
+    with bz2.open(parts / "sub" / "part-1.jsonl.bz2", "wt", encoding="utf-8") as fh:
+        fh.writelines(lines[2:4])
+    (parts / "part-2.jsonl").write_text("".join(lines[4:]), encoding="utf-8")
+    (parts / "_SUCCESS").write_text("", encoding="utf-8")
+    (parts / ".part-2.jsonl.crc").write_text("not json", encoding="utf-8")
+    assert sorted(quality.corpus_lines(str(parts))) == sorted(quality.corpus_lines(str(whole)))
+    assert set(quality.load(str(parts), "url", "content", 5)) == set(texts)
+    compare.check_fields(str(parts), "url", "content")
+    cache = str(tmp_path / "truth")
+    truth = compare.ground_truth(str(parts), 0.8, cache, "url", "content")
+    assert truth == compare.ground_truth(str(whole), 0.8, cache, "url", "content")
+    assert len(truth) == 3
+    # A change to any one file is a new cache key.
+    before = quality.corpus_fingerprint(str(parts))
+    (parts / "part-2.jsonl").write_text("".join(lines[4:]) + "\n", encoding="utf-8")
+    assert quality.corpus_fingerprint(str(parts)) != before
+    (parts / "part-3.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    with pytest.raises(SystemExit, match=r"part-3\.jsonl\.zst is compressed with a codec"):
+        list(quality.corpus_lines(str(parts)))
