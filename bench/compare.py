@@ -37,7 +37,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from quality import all_pairs, corpus_fingerprint, corpus_lines, load, read_parquet
+from quality import (
+    all_pairs,
+    corpus_fingerprint,
+    corpus_lines,
+    corpus_records,
+    load,
+    read_parquet,
+    usable,
+)
 
 from lsh_spark.session import local_master
 
@@ -169,15 +177,10 @@ def _fields(corpus: str, id_col: str, text_col: str, lines: int) -> tuple[bool, 
     """Whether a record among the first ``lines`` of ``corpus`` has a non-null
     ``id_col`` and a string ``text_col``, and the fields seen before it."""
     seen: set[str] = set()
-    for _, line in zip(range(lines), corpus_lines(corpus)):
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict):
-            if rec.get(id_col) is not None and isinstance(rec.get(text_col), str):
-                return True, seen
-            seen.update(rec)
+    for rec in corpus_records(corpus, lines):
+        if usable(rec, id_col, text_col):
+            return True, seen
+        seen.update(rec)
     return False, seen
 
 

@@ -23,6 +23,7 @@ import argparse
 import bz2
 import glob
 import gzip
+import itertools
 import json
 import math
 import os
@@ -81,21 +82,31 @@ def corpus_fingerprint(corpus: str) -> str:
     return "\n".join(parts)
 
 
-def load(corpus: str, id_col: str, text_col: str, k: int) -> dict:
-    """``{id: frozenset of word k-grams}`` of the records of ``corpus`` with a
-    non-null id and a string text whose normalized form is not empty; lines
-    that are not JSON objects are left out."""
-    docs = {}
-    for line in corpus_lines(corpus):
+def corpus_records(corpus: str, lines: int | None = None) -> Iterator[dict]:
+    """The JSON objects of ``corpus``'s lines (:func:`corpus_lines`; its first
+    ``lines`` only when given); lines that do not parse, or parse to anything
+    but an object, are left out."""
+    for line in itertools.islice(corpus_lines(corpus), lines):
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if not isinstance(rec, dict):
-            continue
-        text = rec.get(text_col)
-        if isinstance(text, str) and rec.get(id_col) is not None:
-            sh = word_shingles(text, k)
+        if isinstance(rec, dict):
+            yield rec
+
+
+def usable(rec: dict, id_col: str, text_col: str) -> bool:
+    """Whether a record has what every system reads: a non-null id and a string text."""
+    return rec.get(id_col) is not None and isinstance(rec.get(text_col), str)
+
+
+def load(corpus: str, id_col: str, text_col: str, k: int) -> dict:
+    """``{id: frozenset of word k-grams}`` of the :func:`usable` records of
+    ``corpus`` whose normalized text is not empty."""
+    docs = {}
+    for rec in corpus_records(corpus):
+        if usable(rec, id_col, text_col):
+            sh = word_shingles(rec[text_col], k)
             if sh != {""}:
                 docs[rec[id_col]] = frozenset(sh)
     return docs
