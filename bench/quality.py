@@ -30,7 +30,7 @@ import os
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
@@ -100,15 +100,40 @@ def usable(rec: dict, id_col: str, text_col: str) -> bool:
     return rec.get(id_col) is not None and isinstance(rec.get(text_col), str)
 
 
+def _id_key(value: object) -> object:
+    """A record's id as a set member: a JSON array or object id by its canonical text."""
+    return value if isinstance(value, (str, int, float)) else json.dumps(value, sort_keys=True)
+
+
+def check_unique_ids(corpus: str, ids: Iterable[object], shown: int = 5) -> None:
+    """Stop, naming the ``shown`` most repeated, when an id of ``ids`` (those of
+    ``corpus``'s usable records) repeats: pairs are scored by id, and
+    lsh-spark stops on such input."""
+    repeated = [(i, n) for i, n in Counter(map(_id_key, ids)).most_common() if n > 1]
+    if repeated:
+        top = ", ".join(f"{i!r} (x{n})" for i, n in repeated[:shown])
+        more = f" and {len(repeated) - shown} more" if len(repeated) > shown else ""
+        raise SystemExit(f"--corpus: {len(repeated)} ids repeat in {corpus}: {top}{more}. "
+                         "Pairs are scored by id and lsh-spark requires unique ids: give "
+                         "each record its own")
+
+
 def load(corpus: str, id_col: str, text_col: str, k: int) -> dict:
     """``{id: frozenset of word k-grams}`` of the :func:`usable` records of
-    ``corpus`` whose normalized text is not empty."""
+    ``corpus`` whose normalized text is not empty.
+
+    Stops (:func:`check_unique_ids`) when two usable records share an id:
+    keyed by id, the later would silently replace the earlier.
+    """
     docs = {}
+    ids = []
     for rec in corpus_records(corpus):
         if usable(rec, id_col, text_col):
+            ids.append(rec[id_col])
             sh = word_shingles(rec[text_col], k)
             if sh != {""}:
                 docs[rec[id_col]] = frozenset(sh)
+    check_unique_ids(corpus, ids)
     return docs
 
 

@@ -158,3 +158,34 @@ def test_a_folder_of_compressed_parts_reads_as_one_corpus(tmp_path):
     (parts / "part-3.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd")
     with pytest.raises(SystemExit, match=r"part-3\.jsonl\.zst is compressed with a codec"):
         list(quality.corpus_lines(str(parts)))
+
+
+def test_a_corpus_whose_ids_repeat_stops_compare_before_any_system_runs(tmp_path):
+    import subprocess
+
+    quality = _bench("quality")
+    corpus = tmp_path / "c.jsonl"
+    texts = _renamed_corpus(corpus)
+    # Null ids and records no system reads are not repeats.
+    with corpus.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"url": None, "content": "another with no id"}) + "\n")
+        fh.write(json.dumps({"url": "https://c.example/other", "content": 7}) + "\n")
+    assert set(quality.load(str(corpus), "url", "content", 5)) == set(texts)
+    with corpus.open("a", encoding="utf-8") as fh:
+        for text in ("crawled again", "and again"):
+            fh.write(json.dumps({"url": "https://a.example/1", "content": text}) + "\n")
+        fh.write(json.dumps({"url": "https://b.example/near", "content": "twice"}) + "\n")
+    expected = ("2 ids repeat in .*: 'https://a.example/1' \\(x3\\), "
+                "'https://b.example/near' \\(x2\\)\\. Pairs are scored by id")
+    # The ground truth would otherwise keep the last text of an id.
+    with pytest.raises(SystemExit, match=expected):
+        quality.load(str(corpus), "url", "content", 5)
+    work = tmp_path / "work"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "compare.py"), "--corpus", str(corpus),
+         "--work", str(work), "--systems", "lsh-spark,mllib", "--id-col", "url",
+         "--text-col", "content", "--warmup", ""],
+        check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "2 ids repeat in" in done.stderr and "'https://a.example/1' (x3)" in done.stderr
+    assert not work.exists()  # stopped before any system ran
