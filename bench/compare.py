@@ -39,7 +39,7 @@ sys.path.insert(0, HERE)
 
 from quality import (
     all_pairs,
-    check_unique_ids,
+    check_ids,
     corpus_fingerprint,
     corpus_lines,
     corpus_records,
@@ -287,9 +287,9 @@ def main() -> None:
     if args.repeat < 1:
         raise SystemExit(f"--repeat must be at least 1, not {args.repeat}")
     check_fields(args.corpus, args.id_col, args.text_col)
-    # Before any system runs (the ground truth comes after them): lsh-spark
-    # stops on a repeated id, and the pairs are scored by id.
-    check_unique_ids(args.corpus, (rec[args.id_col] for rec in corpus_records(args.corpus)
+    # Before any system runs (the ground truth comes after them): the pairs
+    # are scored by id, and lsh-spark stops on a repeated one.
+    check_ids(args.corpus, (rec[args.id_col] for rec in corpus_records(args.corpus)
                                    if usable(rec, args.id_col, args.text_col)))
     fields = ["--id-col", args.id_col, "--text-col", args.text_col]
     # The bundled warm-up sample has the default fields whatever the corpus's are.

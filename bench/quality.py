@@ -100,16 +100,25 @@ def usable(rec: dict, id_col: str, text_col: str) -> bool:
     return rec.get(id_col) is not None and isinstance(rec.get(text_col), str)
 
 
-def _id_key(value: object) -> object:
-    """A record's id as a set member: a JSON array or object id by its canonical text."""
-    return value if isinstance(value, (str, int, float)) else json.dumps(value, sort_keys=True)
+def _id_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    return {str: "string", int: "integer"}.get(type(value), type(value).__name__)
 
 
-def check_unique_ids(corpus: str, ids: Iterable[object], shown: int = 5) -> None:
-    """Stop, naming the ``shown`` most repeated, when an id of ``ids`` (those of
-    ``corpus``'s usable records) repeats: pairs are scored by id, and
-    lsh-spark stops on such input."""
-    repeated = [(i, n) for i, n in Counter(map(_id_key, ids)).most_common() if n > 1]
+def check_ids(corpus: str, ids: Iterable[object], shown: int = 5) -> None:
+    """Stop when the ids of ``corpus``'s usable records cannot be scored alike
+    by every system: ids that are not all strings or all integers (Spark reads
+    a mix as strings, which the ground truth would not, and lsh-spark takes
+    no other type), or an id that repeats (naming the ``shown`` most
+    repeated: pairs are scored by id, and lsh-spark stops on such input)."""
+    ids = list(ids)
+    kinds = sorted({_id_kind(i) for i in ids})
+    if kinds not in ([], ["string"], ["integer"]):
+        raise SystemExit(f"--corpus: the ids of {corpus} are {' and '.join(kinds)} values; "
+                         "allowed: all strings or all integers (Spark would read a mix as "
+                         "strings, the ground truth would not)")
+    repeated = [(i, n) for i, n in Counter(ids).most_common() if n > 1]
     if repeated:
         top = ", ".join(f"{i!r} (x{n})" for i, n in repeated[:shown])
         more = f" and {len(repeated) - shown} more" if len(repeated) > shown else ""
@@ -122,18 +131,17 @@ def load(corpus: str, id_col: str, text_col: str, k: int) -> dict:
     """``{id: frozenset of word k-grams}`` of the :func:`usable` records of
     ``corpus`` whose normalized text is not empty.
 
-    Stops (:func:`check_unique_ids`) when two usable records share an id:
-    keyed by id, the later would silently replace the earlier.
+    Stops (:func:`check_ids`) when two usable records share an id (keyed by
+    id, the later would silently replace the earlier) or the ids mix types.
     """
+    records = [(rec[id_col], rec[text_col]) for rec in corpus_records(corpus)
+               if usable(rec, id_col, text_col)]
+    check_ids(corpus, (i for i, _ in records))
     docs = {}
-    ids = []
-    for rec in corpus_records(corpus):
-        if usable(rec, id_col, text_col):
-            ids.append(rec[id_col])
-            sh = word_shingles(rec[text_col], k)
-            if sh != {""}:
-                docs[rec[id_col]] = frozenset(sh)
-    check_unique_ids(corpus, ids)
+    for i, text in records:
+        sh = word_shingles(text, k)
+        if sh != {""}:
+            docs[i] = frozenset(sh)
     return docs
 
 

@@ -189,3 +189,20 @@ def test_a_corpus_whose_ids_repeat_stops_compare_before_any_system_runs(tmp_path
     assert done.returncode == 1
     assert "2 ids repeat in" in done.stderr and "'https://a.example/1' (x3)" in done.stderr
     assert not work.exists()  # stopped before any system ran
+
+
+def test_ids_that_mix_strings_and_numbers_are_refused_by_name(tmp_path):
+    # Spark reads such a column as strings, the ground truth would compare 7
+    # with "a": stopped before anything runs instead of failing after.
+    quality = _bench("quality")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "text": f"text {n}"}) + "\n"
+                              for n, i in enumerate(["a", 7, "b"])), encoding="utf-8")
+    with pytest.raises(SystemExit, match="are integer and string values; allowed: all "
+                                         "strings or all integers"):
+        quality.load(str(corpus), "id", "text", 5)
+    for ids in (["a", "b"], [1, 2]):
+        quality.check_ids(str(corpus), ids)  # one kind: no error
+    for odd, kind in ((True, "boolean"), (1.5, "float"), ([1], "list")):
+        with pytest.raises(SystemExit, match=f"are {kind} values"):
+            quality.check_ids(str(corpus), [odd])
