@@ -20,17 +20,13 @@ import time
 from datasketch import MinHash, MinHashLSH
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from quality import load  # noqa: E402
+from quality import corpus_arguments, load  # noqa: E402
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--corpus", required=True)
+    p = corpus_arguments(argparse.ArgumentParser())
     p.add_argument("--out", required=True)
-    p.add_argument("--threshold", type=float, default=0.8)
     p.add_argument("--num-perm", type=int, default=128)
-    p.add_argument("--id-col", default="id")
-    p.add_argument("--text-col", default="text")
     args = p.parse_args()
     start = time.perf_counter()
     # The records the ground truth reads, shingled as it shingles them.

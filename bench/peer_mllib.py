@@ -15,12 +15,17 @@ Writes ``pairs/`` (id_a, id_b, jaccard) as Parquet and prints a JSON line.
 
 import argparse
 import json
+import os
+import sys
 import time
 
 from pyspark.ml import Pipeline
 from pyspark.ml.feature import HashingTF, MinHashLSH, NGram, RegexTokenizer
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quality import corpus_arguments  # noqa: E402
 
 
 def mllib_pairs(spark: SparkSession, corpus: str, threshold: float = 0.8, tables: int = 3,
@@ -49,13 +54,9 @@ def mllib_pairs(spark: SparkSession, corpus: str, threshold: float = 0.8, tables
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--corpus", required=True)
+    p = corpus_arguments(argparse.ArgumentParser())
     p.add_argument("--out", required=True)
-    p.add_argument("--threshold", type=float, default=0.8)
     p.add_argument("--tables", type=int, default=3)
-    p.add_argument("--id-col", default="id")
-    p.add_argument("--text-col", default="text")
     args = p.parse_args()
     spark = SparkSession.builder.appName("peer-mllib").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

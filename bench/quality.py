@@ -100,6 +100,18 @@ def usable(rec: dict, id_col: str, text_col: str) -> bool:
     return rec.get(id_col) is not None and isinstance(rec.get(text_col), str)
 
 
+def corpus_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the options every reader of a corpus here takes (this script and the
+    peers, as bench/compare.py calls them): the corpus, its id and text fields
+    and the Jaccard threshold."""
+    p.add_argument("--corpus", required=True,
+                   help="JSON Lines corpus: a file or a folder of parts (.gz, .bz2 read)")
+    p.add_argument("--threshold", type=float, default=0.8)
+    p.add_argument("--id-col", default="id", help="the records' id field (default: id)")
+    p.add_argument("--text-col", default="text", help="the records' text field (default: text)")
+    return p
+
+
 def _id_kind(value: object) -> str:
     if isinstance(value, bool):
         return "boolean"
@@ -205,13 +217,9 @@ def evaluate(truth: dict, run: str, t: float) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
-    p.add_argument("--corpus", required=True, help="JSONL corpus the run read")
+    p = corpus_arguments(argparse.ArgumentParser(description=__doc__.split("\n\n")[1]))
     p.add_argument("--run", help="output directory of jobs/dedup.py to evaluate")
-    p.add_argument("--threshold", type=float, default=0.8)
     p.add_argument("--k", type=int, default=5)
-    p.add_argument("--id-col", default="id")
-    p.add_argument("--text-col", default="text")
     args = p.parse_args()
     start = time.perf_counter()
     docs = load(args.corpus, args.id_col, args.text_col, args.k)
