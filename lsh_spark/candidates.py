@@ -42,7 +42,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.worker_process import freeze_loaded
 
 
 def sort_ranks(values: pa.Array) -> np.ndarray:
@@ -61,7 +60,6 @@ def _bucket_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
     bucket, id)``; a bucket is a run of equal ``(band, bucket)``.  Ids are
     ranked with Arrow's sort, which orders strings bytewise like Spark.
     """
-    freeze_loaded()
     batches = [b for b in batches if b.num_rows]
     if not batches:
         return

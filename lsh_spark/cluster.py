@@ -34,7 +34,6 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from lsh_spark.worker_process import freeze_loaded
 
 # Label-propagation sweeps per partition; an unfinished contraction is still
 # correct (see local_roots), only less of a reduction.
@@ -144,7 +143,6 @@ def _local_stars(batches: Iterator[pa.RecordBatch], converge: bool
 
 def _contract(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     # One partition of the edge list at a time (bounded by the shuffle partition size).
-    freeze_loaded()
     stars = _local_stars(batches, converge=False)
     if stars is None:
         return
@@ -164,7 +162,6 @@ def contract_locally(edges: DataFrame) -> DataFrame:
 
 
 def _roots_in_one_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    freeze_loaded()
     stars = _local_stars(batches, converge=True)
     if stars is None:
         return

@@ -17,19 +17,17 @@ Example
 
 from __future__ import annotations
 
-import threading
 from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lsh_spark.minhash import permutation_params, signature_arrays
 from lsh_spark.normalize import (NO_TEXT, TEXT_CHAR, binary_reasons, char_lengths, keep_where,
                                  normalize_array)
 from lsh_spark.shingle import pack_shingles, packed_slices, text_hash_arrow, word_shingles_arrow
-from lsh_spark.worker_process import freeze_loaded
 
 
 def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.RecordBatch:
@@ -85,7 +83,6 @@ def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int,
     ])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        freeze_loaded()
         for batch in batches:
             out = _features_batch(batch, k, seed, a, b)
             if not packed:
@@ -97,48 +94,3 @@ def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int,
                 yield part.set_column(i, "shingles", pack_shingles(part.column(i)))
 
     return checked.select("id", "text_len", "text", "reason").mapInArrow(run, schema)
-
-
-# What a warm-up batch shingles: enough words for any k up to 64.
-_WARM_TEXT = " ".join(f"word{i}" for i in range(64))
-
-
-def start_workers(spark: SparkSession, k: int, seed: int, num_perm: int,
-                  workers: int) -> threading.Thread:
-    """Start ``workers`` Python workers for :func:`word_minhash_features` in a
-    background job, each with its modules imported and its compiled kernels
-    loaded, and return the thread that waits for it.
-
-    A new Python worker spends about a second (more when the cores are busy)
-    importing pandas, pyarrow and numba and loading the compiled kernels
-    before its first batch; in the signature pass that happened in both
-    workers at once, inside the pass.  Started before the driver plans the
-    pass, the job does it while the driver is still planning (a few seconds
-    with the executor's cores idle), and Spark keeps the workers for the
-    pass's tasks (``spark.python.worker.reuse``, on by default).  For local
-    masters, where the driver plans and the tasks run on the same machine:
-    one task per core, at the same time, so each starts its own worker.
-    Failures are left to the pass itself, which meets the same ones.
-    """
-    a, b = permutation_params(num_perm, seed)
-
-    def warm(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        freeze_loaded()
-        sample = pa.RecordBatch.from_pydict({
-            "id": ["warm-up"], "text_len": pa.array([None], pa.int32()), "text": [_WARM_TEXT],
-            "reason": pa.array([None], pa.string())})
-        for batch in batches:
-            _features_batch(sample, k, seed, a, b)
-            yield pa.RecordBatch.from_pydict({"n": pa.array([batch.num_rows], pa.int64())})
-
-    def run() -> None:
-        spark.sparkContext.setJobGroup("lsh-spark:warm-up",
-                                       "lsh-spark Python workers (background)")
-        try:
-            spark.range(workers, numPartitions=workers).mapInArrow(warm, "n long").collect()
-        except Exception:  # noqa: BLE001 (the signature pass meets and reports the same)
-            pass
-
-    thread = threading.Thread(target=run, name="lsh-spark-workers", daemon=True)
-    thread.start()
-    return thread

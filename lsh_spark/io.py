@@ -17,7 +17,6 @@ import json
 import posixpath
 import re
 import uuid
-from concurrent.futures import Future
 from typing import Any
 
 from py4j.java_gateway import JavaClass
@@ -26,7 +25,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lsh_spark.config import ConfigError, DedupConfig
-from lsh_spark.session import in_background
 
 CORRUPT = "_corrupt_record"
 _EXTENSIONS = {
@@ -35,18 +33,11 @@ _EXTENSIONS = {
     ".warc": "warc", ".wet": "warc",
 }
 _COMPRESSION = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz")
-# Line ends of Hadoop's line reader (and Java's readLine).
-_LINE_END = re.compile(r"\r\n|\r|\n")
 _ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
 
 
 class InputError(ValueError):
     """The input cannot be processed at all (missing, wrong layout, duplicate ids)."""
-
-
-class InputSchemaChanged(RuntimeError):
-    """The id or text type of the whole JSON input differs from that of its first
-    lines, which a run read its signatures with (see :func:`read_corpus`)."""
 
 
 # -- Hadoop file system helpers ---------------------------------------------
@@ -155,41 +146,6 @@ class FileSystem:
         finally:
             out.close()
 
-    def head_lines(self, path: str, max_bytes: int) -> list[str]:
-        r"""The first complete lines of file ``path``, from about its first
-        ``max_bytes`` bytes (more if the first line is longer), decompressed by
-        the codec its name implies (``.gz``, ...).
-
-        Lines end at ``\n``, ``\r\n`` or ``\r``, as Hadoop's line reader
-        splits them.  The bytes come over in one call (a few if the first line
-        is long): reading the lines one Py4J call each took 0.2-0.8 s for the
-        first MiB of a 40,000-document corpus, while the driver plans the
-        signature pass.
-        """
-        if max_bytes <= 0:
-            return []
-        stream = self._fs.open(self._p(path))
-        try:
-            codec = self._jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(
-                self._conf).getCodec(self._p(path))
-            raw = codec.createInputStream(stream) if codec is not None else stream
-            data, want = b"", int(max_bytes)
-            while True:
-                chunk = bytes(raw.readNBytes(want))
-                data += chunk
-                end = len(chunk) < want
-                if end or b"\n" in data or b"\r" in data:
-                    break
-                want = 2 * len(data)  # no line ended yet: read on
-            lines = _LINE_END.split(data.decode("utf-8", errors="replace"))
-            # The last piece is cut short unless the file ended (then it is
-            # the last line, or empty after a final line break).
-            if not end or not lines[-1]:
-                lines.pop()
-            return lines
-        finally:
-            stream.close()
-
     def read_text(self, path: str) -> str:
         stream = self._fs.open(self._p(path))
         try:
@@ -240,16 +196,8 @@ def input_files(spark: SparkSession, path: str) -> list[str]:
 
 
 # Inferred JSON schemas by input path and file listing (names, sizes, times):
-# inference is a full pass over the input, and one job reads it in several stages.
+# inference is a full pass over the input, and one run reads it in several stages.
 _JSON_SCHEMAS: dict[tuple, T.StructType] = {}
-# Inferences running in the background, by the same key, and, by input path,
-# the key and the (id, text) schema read from the first lines that a run uses
-# meanwhile (see read_corpus): the run's later steps need no listing of their own.
-_JSON_PENDING: dict[tuple, Future] = {}
-_JSON_HEADS: dict[str, tuple[tuple, T.StructType]] = {}
-# Bytes of the first file's first lines that the id and text types are read
-# from.
-HEAD_BYTES = 1 << 20
 
 
 def _json_key(spark: SparkSession, path: str) -> tuple:
@@ -271,97 +219,13 @@ def _infer_json(spark: SparkSession, path: str) -> T.StructType:
     return schema
 
 
-def _full_json_schema(spark: SparkSession, key: tuple) -> T.StructType:
-    """The inferred schema of the whole input: cached, awaited, or inferred now."""
-    if key not in _JSON_SCHEMAS:
-        pending = _JSON_PENDING.pop(key, None)
-        _JSON_SCHEMAS[key] = pending.result() if pending else _infer_json(spark, key[0])
-    return _JSON_SCHEMAS[key]
-
-
-def head_json_types(lines: list[str], id_col: str, text_col: str) -> T.StructType | None:
-    """``(id_col, text_col)`` with the types Spark's inference gives them in
-    ``lines`` (JSON objects), or None unless that is clear: every present id a
-    string (``string``) or every one an integer within a long (``bigint``),
-    every present text a string, both present at least once.  Lines that are
-    not JSON objects are skipped (Spark reads them as corrupt records)."""
-    kinds: dict[str, set] = {id_col: set(), text_col: set()}
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
-        for col, seen in kinds.items():
-            value = record.get(col)
-            if value is None:
-                continue
-            if isinstance(value, str):
-                seen.add("string")
-            elif isinstance(value, int) and not isinstance(value, bool) \
-                    and -(1 << 63) <= value < (1 << 63):
-                seen.add("long")
-            else:
-                seen.add("other")
-    if kinds[text_col] != {"string"} or kinds[id_col] not in ({"string"}, {"long"}):
-        return None
-    id_type = T.StringType() if kinds[id_col] == {"string"} else T.LongType()
-    return T.StructType([T.StructField(id_col, id_type, True),
-                         T.StructField(text_col, T.StringType(), True)])
-
-
-def _read_jsonl(spark: SparkSession, path: str,
-                head_columns: tuple[str, str] | None = None) -> DataFrame:
-    """JSON Lines with the inferred schema of the whole input, or, given
-    ``head_columns`` (id, text) and a schema not yet inferred, only those two
-    columns, typed from the first lines (:func:`head_json_types`)."""
+def _read_jsonl(spark: SparkSession, path: str) -> DataFrame:
+    """JSON Lines with the schema Spark infers from the whole input (once per
+    input listing in this process)."""
     key = _json_key(spark, path)
-    if head_columns and key not in _JSON_SCHEMAS and key not in _JSON_PENDING:
-        head = head_json_types(
-            FileSystem(spark, path).head_lines(key[1][0][0], HEAD_BYTES) if key[1] else [],
-            *head_columns)
-        if head is not None:
-            _JSON_HEADS[path] = (key, head)
-            return _json_reader(spark, head.add(T.StructField(CORRUPT, T.StringType(), True))
-                                ).json(path)
-    return _json_reader(spark, _full_json_schema(spark, key)).json(path)
-
-
-def infer_json_schema_in_background(spark: SparkSession, path: str) -> None:
-    """Start Spark's schema inference of JSON input ``path`` in a background
-    thread, if a run read it with its first lines' types (see :func:`read_corpus`)
-    and nothing has started it yet; its job runs beside the run's own."""
-    if path not in _JSON_HEADS:
-        return
-    key = _JSON_HEADS[path][0]
-    if key in _JSON_SCHEMAS or key in _JSON_PENDING:
-        return
-    _JSON_PENDING[key] = in_background(spark, "lsh-spark-json-schema", "lsh-spark:read",
-                                       "lsh-spark input schema (background)",
-                                       lambda: _infer_json(spark, path))
-
-
-def confirm_json_head(spark: SparkSession, path: str) -> None:
-    """Check the first lines' id and text types (see :func:`read_corpus`)
-    against the whole input's inferred schema, waiting for it if needed.
-
-    Raises :class:`InputSchemaChanged` if they differ: records whose id or text
-    did not fit the first lines' types were read as corrupt, so the run must
-    start again (it then uses the whole schema).  Does nothing for input read
-    with the whole schema.
-    """
-    if path not in _JSON_HEADS:
-        return
-    key, head = _JSON_HEADS.pop(path)
-    full = _full_json_schema(spark, key)
-    for field in head.fields:
-        if field.name not in full.names or full[field.name].dataType != field.dataType:
-            got = full[field.name].dataType.simpleString() if field.name in full.names \
-                else "absent"
-            raise InputSchemaChanged(
-                f"column {field.name!r} is {field.dataType.simpleString()} in the first lines "
-                f"of {path} and {got} in the whole input")
+    if key not in _JSON_SCHEMAS:
+        _JSON_SCHEMAS[key] = _infer_json(spark, path)
+    return _json_reader(spark, _JSON_SCHEMAS[key]).json(path)
 
 
 def _read_csv(spark: SparkSession, path: str, sep: str) -> DataFrame:
@@ -398,26 +262,20 @@ def _derived_id(spark_df: DataFrame, key: Column) -> DataFrame:
     return single.unionByName(multi).drop("_base", "_n")
 
 
-def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig, head_types: bool = False
-                ) -> tuple[DataFrame, dict]:
+def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataFrame, dict]:
     """Read the input into ``(id, <user columns>, reject_reason)``.
 
     Returns the DataFrame and facts for the report (format, files, whether ids
     were derived).  Raises :class:`ConfigError` for a missing input, an unknown
     format, or a missing text column.
 
-    JSON Lines is read with the schema Spark infers from the whole input, a
-    full pass over it.  ``head_types=True`` (for a pass that needs only the id
-    and text columns) skips that pass when the first lines leave the two
-    columns' types clear (:func:`head_json_types`): only they are read.  The
-    caller must then start :func:`infer_json_schema_in_background` and call
-    :func:`confirm_json_head` before it relies on the records it read.
+    JSON Lines is read with the schema Spark infers from the whole input.
     """
     files = input_files(spark, path)
     fmt = cfg.format or detect_format(files)
     derived = False
     if fmt == "jsonl":
-        df = _read_jsonl(spark, path, (cfg.id_col, cfg.text_col) if head_types else None)
+        df = _read_jsonl(spark, path)
     elif fmt == "csv":
         tsv = all(".tsv" in posixpath.basename(f).lower() for f in files)
         sep = "\t" if tsv else ","

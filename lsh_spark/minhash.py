@@ -58,7 +58,6 @@ from pyspark.sql import types as T
 
 from lsh_spark.kernels import compiled, use_compiled
 from lsh_spark.shingle import shingle_parts
-from lsh_spark.worker_process import freeze_loaded
 
 MERSENNE_31 = np.uint64((1 << 31) - 1)
 # Shingle values per chunk of the kernel (see the module docstring).
@@ -242,7 +241,6 @@ def minhash(df: DataFrame, num_perm: int, seed: int) -> DataFrame:
             fields.append(f)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        freeze_loaded()
         for batch in batches:
             yield _signature_batch(batch, a, b)
 

@@ -29,7 +29,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.worker_process import freeze_loaded
 
 # Letters, numbers and combining marks are text; everything else separates words.
 _SEPARATORS = r"[^\p{L}\p{N}\p{M}]+"
@@ -208,7 +207,6 @@ def _normalize_udf():
 
     @F.pandas_udf(T.StringType())
     def normalize_udf(texts: pd.Series) -> pd.Series:
-        freeze_loaded()
         return normalize_array(texts).to_pandas()
 
     return normalize_udf

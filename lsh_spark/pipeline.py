@@ -12,7 +12,6 @@ functions of the other modules and time them; all I/O goes through
 from __future__ import annotations
 
 import math
-import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -37,21 +36,17 @@ from lsh_spark.config import VECTOR_METHODS, DedupConfig
 from lsh_spark.io import (
     FileSystem,
     InputError,
-    InputSchemaChanged,
     StagedOutput,
     check_unique_ids,
-    confirm_json_head,
     detect_format,
-    infer_json_schema_in_background,
     input_files,
     read_corpus,
 )
 from lsh_spark.minhash import minhash
 from lsh_spark.simhash import add_simhash, block_bounds, explode_tables, hamming
-from lsh_spark.features import start_workers, word_minhash_features
+from lsh_spark.features import word_minhash_features
 from lsh_spark.normalize import checked_texts, prepare
-from lsh_spark.session import (adaptive_enabled, in_background, local_cores, local_master,
-                               size_shuffle_partitions)
+from lsh_spark.session import adaptive_enabled, in_background, size_shuffle_partitions
 from lsh_spark.shingle import add_shingles, text_hash
 from lsh_spark import verify as verify_module
 from lsh_spark.verify import (
@@ -154,14 +149,11 @@ def _restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame
 
 
 def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig,
-                     head_types: bool = False, packed: bool = False,
-                     check_ids: bool = True) -> dict[str, Any]:
+                     packed: bool = False, check_ids: bool = True) -> dict[str, Any]:
     """Read, validate, normalize, shingle, MinHash (or SimHash; vectors: project).
 
     Writes ``shingles/`` (vectors: ``vectors/``), ``signatures/`` and ``rejects/``.
-    ``head_types``: JSON Lines input may be read with the id and text types of
-    its first lines (see :func:`lsh_spark.io.read_corpus`, whose duties then
-    fall to the caller).  ``packed``: MinHash on word shingles writes each
+    ``packed``: MinHash on word shingles writes each
     shingle set to ``shingles/`` as one ``binary`` value
     (:func:`lsh_spark.shingle.pack_shingles`) instead of ``array<bigint>``; for
     a run that deletes ``shingles/`` after verifying (:func:`run_dedup`).
@@ -179,7 +171,7 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
     # instead of re-reading and re-normalizing the input.
     fused = cfg.method == "minhash" and cfg.shingle == "word"
     with timer("read"):
-        raw, facts = read_corpus(spark, input_path, cfg, head_types=head_types and fused)
+        raw, facts = read_corpus(spark, input_path, cfg)
     with timer("signatures"):
         if fused:
             # Normalize, shingle, fingerprint and MinHash in one Python pass.
@@ -838,25 +830,7 @@ def _s_curve_png(cfg: DedupConfig) -> bytes:
 
 def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfig,
               overwrite: bool = False) -> dict[str, Any]:
-    """Run every stage into ``output`` atomically and return the report.
-
-    JSON Lines input: the signature pass reads only the id and text columns,
-    typed from the input's first lines, while Spark infers the whole schema
-    (a full pass over the input, needed for ``deduped/``) in the background,
-    beside the verification stage.  If the whole input types
-    the id or text otherwise, the run starts again with that schema.
-    """
-    try:
-        return _run_dedup(spark, input_path, output, cfg, overwrite, head_types=True)
-    except InputSchemaChanged as exc:
-        sys.stderr.write(f"lsh-spark: {exc}; starting again with the whole input's schema\n")
-        return _run_dedup(spark, input_path, output, cfg, overwrite, head_types=False,
-                          restarted=str(exc))
-
-
-def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfig,
-               overwrite: bool, head_types: bool, restarted: str | None = None
-               ) -> dict[str, Any]:
+    """Run every stage into ``output`` atomically and return the report."""
     out = StagedOutput(spark, output, overwrite)
     started = time.perf_counter()
     # The S-curve depends on the configuration alone: it is drawn while the
@@ -864,12 +838,6 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
     plotter = ThreadPoolExecutor(max_workers=1)
     s_curve = plotter.submit(_s_curve_png, cfg) if cfg.method != "simhash" else None
     plotter.shutdown(wait=False)
-    sc = spark.sparkContext
-    if (not restarted and cfg.method == "minhash" and cfg.shingle == "word"
-            and local_master(sc.master)):
-        # The signature pass's Python workers start (imports, compiled
-        # kernels) while the driver plans it, instead of inside it.
-        start_workers(spark, cfg.shingle_k, cfg.seed, cfg.num_perm, local_cores(sc.master))
     try:
         partitions = size_shuffle_partitions(
             spark, FileSystem(spark, input_path).size_bytes(input_path))
@@ -881,23 +849,18 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
         # writes, which it slowed; the output is aborted if they repeat.  (The
         # vector methods write vectors/ and check its ids in their own stage.)
         later = cfg.method not in VECTOR_METHODS
-        signatures = stage_signatures(spark, input_path, out, cfg, head_types=head_types,
-                                      packed=True, check_ids=not later)
+        signatures = stage_signatures(spark, input_path, out, cfg, packed=True,
+                                      check_ids=not later)
         ids_checked = start_id_check(spark, _read(spark, out, "shingles")) if later else None
         try:
             candidates = stage_candidates(spark, out, cfg, signatures["counts"]["accepted"])
         finally:
             if ids_checked is not None:
                 ids_checked.result()
-        # The whole input's JSON schema (for deduped/) beside verification, whose
-        # planning leaves the cores idle: started before the candidate stage,
-        # its tasks took both cores and that stage's first job waited for them.
-        infer_json_schema_in_background(spark, input_path)
         verified = stage_verify(spark, out, cfg,
                                 block_members=candidates["buckets"].get("block_members"),
                                 documents=signatures["counts"]["accepted"],
                                 shingles=signatures["counts"].get("accepted_shingles"))
-        confirm_json_head(spark, input_path)
         report = merge_reports(
             report_header(input_path, cfg),
             crawl,
@@ -909,8 +872,6 @@ def _run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConf
         report["seconds"]["total"] = round(time.perf_counter() - started, 3)
         report["execution"] = {"shuffle_partitions": partitions,
                                "adaptive": adaptive_enabled(spark)}
-        if restarted:  # the report's figures are the second attempt's
-            report["input"]["restarted_with_whole_schema"] = restarted
         describe_bounded_families(spark, out, report)
         counts = report["counts"]
         if counts["clustered_documents"] + counts["rejected"] != counts["input_records"]:

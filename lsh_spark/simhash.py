@@ -40,7 +40,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.worker_process import freeze_loaded
 
 BITS = 64
 # Shingles processed at a time: a (chunk x 64) int8 vote matrix, 16 MiB.
@@ -81,7 +80,6 @@ def add_simhash(df: DataFrame, col: str = "shingles") -> DataFrame:
     names = [f.name for f in df.schema.fields]
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        freeze_loaded()
         for batch in batches:
             lists = batch.column(col)
             offsets = lists.offsets.to_numpy() - lists.offsets[0].as_py()

@@ -37,7 +37,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.worker_process import freeze_loaded
 
 # Vectors projected at a time (bounds the float64 matrix of one chunk).
 _CHUNK = 4096
@@ -81,7 +80,6 @@ def _signature_batches(kind: str, a: np.ndarray, b: np.ndarray, width: float, co
     out_type = pa.list_(pa.int32() if kind == "hyperplane" else pa.int64())
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        freeze_loaded()
         n = a.shape[1]
         for batch in batches:
             lists = batch.column(col)

@@ -39,7 +39,6 @@ from lsh_spark.candidates import sort_ranks
 from lsh_spark.cluster import spanning_forest
 from lsh_spark.kernels import compiled, use_compiled
 from lsh_spark.shingle import shingle_parts
-from lsh_spark.worker_process import freeze_loaded
 
 # Cells of a dense block matrix (documents x shingles) evaluated at a time:
 # 4M cells (16 MiB of float32), whatever the block's shape.
@@ -138,7 +137,6 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
     threshold = float(threshold)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        freeze_loaded()
         for batch in batches:
             if batch.num_rows:
                 yield pair_jaccards(batch, threshold)
@@ -422,7 +420,6 @@ def block_forest(values: np.ndarray, lengths: np.ndarray, threshold: float,
 
 def _verify_block(table: pa.Table, threshold: float) -> pa.Table:
     """One task's share of one group: rows ``part`` of ``parts`` (see :func:`row_ranges`)."""
-    freeze_loaded()
     group = table.column("group")[0].as_py()
     part, parts = table.column("part")[0].as_py(), table.column("parts")[0].as_py()
     table = table.take(pc.sort_indices(table, [("id", "ascending")]))
@@ -621,7 +618,6 @@ def _groups_in_one_task(memberships: DataFrame, max_size: int,
               "family_size long, bounded boolean")
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        freeze_loaded()
         batches = [b for b in batches if b.num_rows]
         if batches:
             yield from _group_rows(pa.Table.from_batches(batches), max_size,

@@ -44,7 +44,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.worker_process import freeze_loaded
 
 # Rows per Arrow batch handed back to Spark (bounds a worker's memory to about
 # this many extracted texts, whatever the size of the WARC file).
@@ -188,7 +187,6 @@ def _extract_batches(text_col: str):
         return pa.RecordBatch.from_pydict(cols, schema=arrow_schema)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        freeze_loaded()
         rows: list[dict] = []
         for batch in batches:
             paths = batch.column("path").to_pylist()

@@ -48,19 +48,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   fi
   printf '%s' "$want" > "$stamp"
 fi
-# Python start-up: imports pyspark and py4j from the venv's site-packages,
-# compiled at install, instead of SPARK_HOME's zips, compiled again by every
-# driver and worker daemon (scripts/pyspark_site.py; README, "Python start-up and stop").
-site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-if ! cmp -s "$ROOT/scripts/pyspark_site.py" "$site/_lsh_spark_pyspark_site.py"; then
-  cp "$ROOT/scripts/pyspark_site.py" "$site/_lsh_spark_pyspark_site.py"
-  echo "import _lsh_spark_pyspark_site" > "$site/_lsh_spark_pyspark_site.pth"
-fi
 export PYSPARK_PYTHON="$VENV/bin/python"
 export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
 export PATH="$VENV/bin:$PATH"
 
-# The driver JVM's options (class-data sharing archive, JIT thresholds,
-# collector): scripts/jvm-opts.sh, which bench/compare.py also reads when it is
-# run from a shell that has not sourced this file.
-source "$ROOT/scripts/jvm-opts.sh"

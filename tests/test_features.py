@@ -75,22 +75,3 @@ def test_fused_features_equal_the_spark_path(spark, passed_len):
     assert reasons["k"].startswith("binary_content: 38% ")
     assert reasons["l"].startswith("binary_content: 7% ")
     assert reasons["p"].startswith("binary_content: 25% ")
-
-
-def test_start_workers_runs_one_task_per_worker(spark):
-    from lsh_spark.features import start_workers
-
-    sc = spark.sparkContext
-    before = set(sc.statusTracker().getJobIdsForGroup("lsh-spark:warm-up"))
-    thread = start_workers(spark, 5, 1, 128, workers=2)
-    thread.join(timeout=120)
-    assert not thread.is_alive()
-    jobs = set(sc.statusTracker().getJobIdsForGroup("lsh-spark:warm-up")) - before
-    assert len(jobs) == 1
-    job = sc.statusTracker().getJobInfo(jobs.pop())
-    # The warm-up batch went through the whole signature pass without error
-    # (a failed task fails the job), in one task per worker.
-    assert job.status == "SUCCEEDED"
-    stages = [sc.statusTracker().getStageInfo(s) for s in job.stageIds]
-    assert sum(s.numTasks for s in stages) == 2
-    assert sum(s.numCompletedTasks for s in stages) == 2

@@ -123,82 +123,6 @@ def test_outputs_read_back_with_the_schema_spark_infers(spark, tmp_path, kind):
         assert later.schemas == {} and later.read("d").schema == out.read("d").schema
 
 
-@pytest.mark.parametrize("lines, expected", [
-    (['{"id": "a", "text": "x"}', '{"id": "b", "text": "y", "url": 3}'], "string"),
-    (['{"id": 1, "text": "x"}', '{"id": -9223372036854775808, "text": "y"}'], "bigint"),
-    # Nulls, absent values, malformed lines and non-objects say nothing.
-    (['{"id": 1, "text": null}', '{"text": "x"}', "{oops", "[1, 2]", '{"id": 2, "text": "y"}'],
-     "bigint"),
-    (['{"id": 1, "text": "x"}', '{"id": "b", "text": "y"}'], None),  # Spark: string
-    (['{"id": 9223372036854775808, "text": "x"}'], None),  # Spark: decimal
-    (['{"id": true, "text": "x"}'], None),
-    (['{"id": 1.5, "text": "x"}'], None),
-    (['{"id": 1, "text": 7}'], None),
-    (['{"id": 1, "body": "x"}'], None),  # no text seen
-    (['{"text": "x"}'], None),  # no id seen: derived ids need every column
-    ([], None),
-])
-def test_head_json_types_only_when_clear(lines, expected):
-    from lsh_spark.io import head_json_types
-
-    got = head_json_types(lines, "id", "text")
-    if expected is None:
-        assert got is None
-    else:
-        assert got.simpleString() == f"struct<id:{expected},text:string>"
-
-
-def test_head_json_types_agree_with_spark(spark, tmp_path):
-    from lsh_spark.io import head_json_types
-
-    for lines in (['{"id": "a", "text": "x", "n": 1}'], ['{"id": 5, "text": "x"}']):
-        path = tmp_path / f"h{len(str(lines))}.jsonl"
-        path.write_text("\n".join(lines) + "\n")
-        inferred = spark.read.json(str(path)).schema
-        head = head_json_types(lines, "id", "text")
-        assert [(f.name, f.dataType) for f in head.fields] == [
-            ("id", inferred["id"].dataType), ("text", inferred["text"].dataType)]
-
-
-def test_head_lines_of_plain_and_compressed_files(spark, tmp_path):
-    from lsh_spark.io import FileSystem
-
-    rows = [json.dumps({"id": i, "text": "w" * 50}) for i in range(100)]
-    (tmp_path / "p.jsonl").write_text("\n".join(rows) + "\n")
-    with gzip.open(tmp_path / "g.jsonl.gz", "wt") as f:
-        f.write("\n".join(rows) + "\n")
-    fs = FileSystem(spark, str(tmp_path))
-    for name in ("p.jsonl", "g.jsonl.gz"):
-        head = fs.head_lines(str(tmp_path / name), 300)
-        assert head == rows[:len(head)] and 3 <= len(head) <= 5
-        assert fs.head_lines(str(tmp_path / name), 10**6) == rows
-
-
-def test_head_lines_split_as_hadoop_does(spark, tmp_path):
-    from lsh_spark.io import FileSystem
-
-    fs = FileSystem(spark, str(tmp_path))
-    # \r\n, \r and \n end lines; U+2028 inside a JSON string does not.
-    (tmp_path / "ends.jsonl").write_bytes(
-        "a\r\nb\rc\n{\"t\": \"x\u2028y\"}\n\nlast".encode("utf-8"))
-    assert fs.head_lines(str(tmp_path / "ends.jsonl"), 10**6) == [
-        "a", "b", "c", '{"t": "x\u2028y"}', "", "last"]
-    # A first line longer than max_bytes is read to its end; a line cut by
-    # max_bytes is left out.
-    long_line = "é" * 5000
-    (tmp_path / "long.jsonl").write_text(long_line + "\nshort\n" + "z" * 100 + "\n",
-                                         encoding="utf-8")
-    every = [long_line, "short", "z" * 100]
-    head = fs.head_lines(str(tmp_path / "long.jsonl"), 10)
-    assert head == every[:len(head)] and head
-    assert fs.head_lines(str(tmp_path / "long.jsonl"), 10**6) == every
-    assert fs.head_lines(str(tmp_path / "long.jsonl"), len(long_line.encode()) + 3) == [
-        long_line]  # "sh" of the second line read: cut, left out
-    (tmp_path / "empty.jsonl").write_bytes(b"")
-    assert fs.head_lines(str(tmp_path / "empty.jsonl"), 100) == []
-    assert fs.head_lines(str(tmp_path / "ends.jsonl"), 0) == []
-
-
 def _late_corpus(path, late_id):
     """Documents with integer ids, near-duplicate pairs, and a last record whose
     id is ``late_id`` and which alone has the column ``late``."""
@@ -211,39 +135,18 @@ def _late_corpus(path, late_id):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-@pytest.mark.parametrize("late_id", [40, "x40"])
-def test_dedup_reads_first_lines_types_and_keeps_every_column(spark, tmp_path, monkeypatch,
-                                                               capsys, late_id):
-    import lsh_spark.io as io_module
+
+@pytest.mark.parametrize("late_id", [40, "late"])
+def test_dedup_types_ids_from_the_whole_input_and_keeps_every_column(spark, tmp_path, late_id):
     from lsh_spark.pipeline import run_dedup
 
     path = tmp_path / "c.jsonl"
     _late_corpus(path, late_id)
-    cfg = DedupConfig(threshold=0.5)
-    monkeypatch.setattr(io_module, "HEAD_BYTES", 500)  # the first few lines only
-    threads = []
-    infer = io_module._infer_json
-    monkeypatch.setattr(io_module, "_infer_json", lambda *a: threads.append(
-        __import__("threading").current_thread().name) or infer(*a))
-    report = run_dedup(spark, str(path), str(tmp_path / "head"), cfg)
-    assert threads == ["lsh-spark-json-schema"]  # the whole schema, beside the run
-    restarted = "starting again with the whole input's schema" in capsys.readouterr().err
-    # A string id after integer ones: the run starts again with the whole schema.
-    assert restarted == isinstance(late_id, str)
-    assert report["input"].get("restarted_with_whole_schema") == (
-        f"column 'id' is bigint in the first lines of {path} and string in the whole input"
-        if restarted else None)
-    monkeypatch.setattr(io_module, "HEAD_BYTES", 0)  # no head: the whole schema at once
-    io_module._JSON_SCHEMAS.clear()
-    whole = run_dedup(spark, str(path), str(tmp_path / "whole"), cfg)
-    assert report["counts"] == whole["counts"]
-    assert "restarted_with_whole_schema" not in whole["input"]
+    report = run_dedup(spark, str(path), str(tmp_path / "out"), DedupConfig(threshold=0.5))
+    # A string id after integer ones: Spark types the column as string, nothing is rejected.
     assert report["counts"]["rejected"] == 0 and report["counts"]["input_records"] == 41
-    for name in ("clusters", "pairs", "deduped"):
-        a = spark.read.parquet(str(tmp_path / "head" / name))
-        b = spark.read.parquet(str(tmp_path / "whole" / name))
-        assert a.schema == b.schema and sorted(a.collect()) == sorted(b.collect()), name
-    deduped = spark.read.parquet(str(tmp_path / "head" / "deduped"))
-    assert "late" in deduped.columns  # a column the first lines do not have
-    assert deduped.filter("late = 'kept'").count() == 1
     assert report["counts"]["verified_pairs"] >= 10
+    deduped = spark.read.parquet(str(tmp_path / "out" / "deduped"))
+    assert dict(deduped.dtypes)["id"] == ("string" if isinstance(late_id, str) else "bigint")
+    assert "late" in deduped.columns  # a column only the last record has
+    assert deduped.filter("late = 'kept'").count() == 1
