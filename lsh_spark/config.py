@@ -252,9 +252,16 @@ def normalize_keys(values: Mapping[Any, Any], allowed: Collection[str],
     return out
 
 
+class Checked:
+    """Base of a frozen dataclass of options: each is checked on construction."""
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
 # -- the method configs -------------------------------------------------------
 @dataclass(frozen=True)
-class SimHashConfig:
+class SimHashConfig(Checked):
     """Settings of ``--method simhash``: 64-bit fingerprints within a Hamming distance."""
 
     max_hamming: int = option(
@@ -273,7 +280,7 @@ class SimHashConfig:
         "and keep only pairs at or above --threshold", group=SIMHASH)
 
     def __post_init__(self) -> None:
-        check_options(self)
+        super().__post_init__()
         if self.simhash_blocks is not None and self.simhash_blocks <= self.max_hamming:
             raise ConfigError(
                 f"--simhash-blocks: got {self.simhash_blocks!r}; allowed: an integer from "
@@ -286,7 +293,7 @@ class SimHashConfig:
 
 
 @dataclass(frozen=True)
-class VectorConfig:
+class VectorConfig(Checked):
     """Settings of ``--method hyperplane`` (cosine) and ``pstable`` (Euclidean distance)."""
 
     vector_col: str = option(
@@ -300,9 +307,6 @@ class VectorConfig:
         None, "pstable: bucket width w of floor((a.v + b) / w)", type=float,
         check=POSITIVE_NUMBER, group=VECTORS, default_text="4 x --max-distance")
 
-    def __post_init__(self) -> None:
-        check_options(self)
-
     @property
     def width(self) -> float:
         """p-stable bucket width w (default four times --max-distance)."""
@@ -310,7 +314,7 @@ class VectorConfig:
 
 
 @dataclass(frozen=True)
-class CrawlConfig:
+class CrawlConfig(Checked):
     """The own flags of ``jobs/crawl_dedup.py``: the batch, the index, which copy stays.
 
     Only ``keep`` may come from a ``--config`` file (there it replaces
@@ -324,15 +328,11 @@ class CrawlConfig:
         None, "index directory; created by the first batch", type=str, check=PATH,
         required=True, yaml=False)
     batch_id: str | None = option(
-        None, "id recorded in the index", type=str, check=Rule(
-            "a non-empty id", lambda v: isinstance(v, str) and v != ""), yaml=False,
+        None, "id recorded in the index", type=str, check=_non_empty("a non-empty id"), yaml=False,
         default_text="derived from the batch's directory name and its files' names and sizes")
     keep: str = option(
         "oldest", "which copy stays when a batch page duplicates an indexed one: 'oldest' "
         "(by fetch time, then batch order) or 'newest'", choices=CRAWL_KEEP_POLICIES)
-
-    def __post_init__(self) -> None:
-        check_options(self)
 
 
 # -- the run's config ---------------------------------------------------------
