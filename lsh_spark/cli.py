@@ -31,6 +31,7 @@ from lsh_spark.config import (
     flag,
     integers,
     load_yaml,
+    non_empty,
     normalize_keys,
     option,
     option_values,
@@ -114,7 +115,8 @@ class CompactFlags(Checked):
 
 
 CONFIG_FILE = Option(str, None, "YAML file whose keys are this job's flags without the dashes "
-                     "(see conf/ and docs/options.md); flags given here win", rule=PATH,
+                     "(see conf/ and docs/options.md); flags given here win",
+                     rule=non_empty("a local YAML file"),
                      yaml=False)
 
 

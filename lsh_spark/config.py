@@ -94,13 +94,14 @@ def numbers(wording: str, test: Callable[[float], bool]) -> Rule:
     return Rule(wording, lambda v: _is_number(v) and test(v))
 
 
-def _non_empty(wording: str) -> Rule:
+def non_empty(wording: str) -> Rule:
+    """Non-empty strings."""
     return Rule(wording, lambda v: isinstance(v, str) and v != "")
 
 
 POSITIVE_NUMBER = numbers("a positive number", lambda v: v > 0)
-COLUMN_NAME = _non_empty("a non-empty column name")
-PATH = _non_empty("a path (local, hdfs://, s3a://, ...)")
+COLUMN_NAME = non_empty("a non-empty column name")
+PATH = non_empty("a path (local, hdfs://, s3a://, ...)")
 
 
 @dataclass(frozen=True)
@@ -328,7 +329,7 @@ class CrawlConfig(Checked):
         None, "index directory; created by the first batch", type=str, check=PATH,
         required=True, yaml=False)
     batch_id: str | None = option(
-        None, "id recorded in the index", type=str, check=_non_empty("a non-empty id"), yaml=False,
+        None, "id recorded in the index", type=str, check=non_empty("a non-empty id"), yaml=False,
         default_text="derived from the batch's directory name and its files' names and sizes")
     keep: str = option(
         "oldest", "which copy stays when a batch page duplicates an indexed one: 'oldest' "
