@@ -114,10 +114,10 @@ class CompactFlags(Checked):
                                  check=integers(1), yaml=False)
 
 
+# --config, taken by every job with options a YAML file may set.
 CONFIG_FILE = Option(str, None, "YAML file whose keys are this job's flags without the dashes "
                      "(see conf/ and docs/options.md); flags given here win",
-                     rule=non_empty("a local YAML file"),
-                     yaml=False)
+                     rule=non_empty("a local YAML file"), yaml=False)
 
 
 @dataclass(frozen=True)
