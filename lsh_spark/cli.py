@@ -219,8 +219,20 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None
           ) -> tuple[argparse.Namespace, DedupConfig | None]:
     """Parse flags, merge with ``--config``, validate. Exits with one line on error.
 
-    Returns the namespace, holding the value used of each of the job's own
-    flags, and the run's :class:`DedupConfig` (None for a job without one).
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        A job's parser, from :func:`build_parser`.
+    argv : sequence of str, optional
+        The arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    args : argparse.Namespace
+        The value used of each of the job's own flags (``args.output``,
+        ``args.sample``, ...), checked by its definition.
+    cfg : DedupConfig or None
+        The run's parameters (None for a job without them).
     """
     args = parser.parse_args(argv)
     try:
@@ -272,10 +284,24 @@ def run_job(prog: str, work: Callable[[SparkSession], T],
             user_errors: tuple[type[Exception], ...] = ()) -> T:
     """Run ``work(spark)`` in the job's Spark session and return its result.
 
-    The session is named ``lsh-spark JOB`` and always stopped at the end.  A
-    user error (:class:`LshSparkError`, a bad input or index, or one of
-    ``user_errors``) becomes one line, ``prog: error: message``, on stderr and
-    exit code 2; any other exception keeps its traceback.
+    A user error becomes one line, ``prog: error: message``, on stderr and exit
+    code 2; any other exception keeps its traceback.  The session is stopped
+    in every case.
+
+    Parameters
+    ----------
+    prog : str
+        The job's name (``dedup.py``); the session is named ``lsh-spark dedup``.
+    work : callable
+        The job's work, given the session.
+    user_errors : tuple of exception classes
+        Errors that are the user's to fix besides :class:`LshSparkError` and
+        the input and index errors.
+
+    Returns
+    -------
+    Any
+        What ``work`` returned.
     """
     from lsh_spark.session import build_session
 
@@ -306,6 +332,7 @@ def run_stage(prog: str, description: str, stage: Callable[..., dict[str, Any]],
 def _run_stage(spark: SparkSession, prog: str, stage: Callable[..., dict[str, Any]],
                requires: tuple[tuple[str, str], ...], args: argparse.Namespace,
                cfg: DedupConfig) -> dict[str, Any]:
+    """Run one stage under ``args.output`` and merge its section into report.json."""
     from lsh_spark.io import StagewiseOutput
     from lsh_spark.pipeline import describe_bounded_families, merge_reports, report_header
     from lsh_spark.session import size_shuffle_partitions

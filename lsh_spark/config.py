@@ -184,15 +184,38 @@ def option(default: Any, help: str, *, type: type | None = None,
            yaml: bool = True) -> Any:
     """Define an option: a dataclass field whose metadata is its :class:`Option`.
 
-    ``type`` is needed only when ``default`` is None and there are no ``choices``.
+    Parameters
+    ----------
+    default : Any
+        The value when the option is not given; None means unset.
+    help : str
+        What the option means (``--help`` and docs/options.md).
+    type : type, optional
+        ``str``, ``int``, ``float`` or ``bool``; by default the type of
+        ``default`` (``str`` with ``choices``).  Needed when ``default`` is None.
+    choices : tuple of str, optional
+        The allowed values, when they are a list.
+    check : Rule, optional
+        The allowed values otherwise, e.g. ``integers(1, 4096)``.
+    group, default_text, required, yaml
+        As the attributes of :class:`Option`.
+
+    Returns
+    -------
+    dataclasses.Field
+        The field, to assign in a frozen dataclass deriving from :class:`Checked`.
 
     Examples
     --------
     >>> @dataclass(frozen=True)
-    ... class Sampling:
+    ... class Sampling(Checked):
     ...     sample: int = option(2000, "documents sampled", check=integers(2, 20000))
     >>> options(Sampling)["sample"].allowed
     'an integer from 2 to 20000'
+    >>> Sampling(sample=1)
+    Traceback (most recent call last):
+    ...
+    lsh_spark.config.ConfigError: --sample: got 1; allowed: an integer from 2 to 20000
     """
     if type is None:
         if choices is None and default is None:
@@ -433,6 +456,7 @@ class DedupConfig:
         self._validate()
 
     def _validate(self) -> None:
+        """Each option, then the checks across options; sets the (b, r) used."""
         check_options(self)
         if self.id_col == self.text_col:
             raise ConfigError(f"--id-col: got {self.id_col!r}; allowed: a column other than "
@@ -443,6 +467,7 @@ class DedupConfig:
         object.__setattr__(self, "_band_params", self._choose_bands())
 
     def _choose_bands(self) -> tuple[int, int]:
+        """The (b, r) given, the one derived from the other, or the recall-biased choice."""
         b, r = self.bands, self.rows
         if b is None and r is None:
             from lsh_spark.banding import choose_bands
