@@ -157,7 +157,7 @@ class Job:
         built = {}
         for cls in self.groups:
             built[cls] = cls(**{k: v for k, v in values.items() if owned[k][0] is cls})
-            if cls is not DedupConfig:
+            if cls is not DedupConfig:  # the job reaches DedupConfig's values through cfg
                 vars(args).update({k: v for k, v in option_values(built[cls]).items()
                                    if owned[k][0] is cls})
         return built
