@@ -2,32 +2,23 @@
 
 Runs the whole near-duplicate pipeline: signatures, candidates, exact
 verification, clusters and the deduplicated corpus, written atomically to
---output.  See README.md for every option and the output layout.
+--output.  See docs/options.md for every option and README.md for the output
+layout.
 """
 
 import json
 import sys
 
-from lsh_spark.cli import build_parser, fail, parse
-from lsh_spark.config import ConfigError
-from lsh_spark.io import InputError
+from lsh_spark.cli import build_parser, parse, run_job
 from lsh_spark.pipeline import run_dedup
-from lsh_spark.session import build_session, stop_session
+
+PROG = "dedup.py"
 
 
 def main(argv=None) -> int:
-    parser = build_parser("dedup.py", __doc__.split("\n\n")[1].replace("\n", " "))
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace --output if it exists (the old output stays intact "
-                             "until the new run has succeeded)")
-    args, cfg = parse(parser, argv)
-    spark = build_session("lsh-spark dedup")
-    try:
-        report = run_dedup(spark, args.input, args.output, cfg, overwrite=args.overwrite)
-    except (ConfigError, InputError) as exc:
-        fail("dedup.py", exc)
-    finally:
-        stop_session(spark)
+    args, cfg = parse(build_parser(PROG, __doc__.split("\n\n")[1].replace("\n", " ")), argv)
+    report = run_job(PROG, lambda spark: run_dedup(spark, args.input, args.output, cfg,
+                                                   overwrite=args.overwrite))
     c = report["counts"]
     print(json.dumps({"output": args.output, **{k: c[k] for k in (
         "input_records", "rejected", "candidate_pairs", "verified_pairs",

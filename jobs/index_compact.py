@@ -11,38 +11,18 @@ Example:
   spark-submit jobs/index_compact.py --index index/
 """
 
-import argparse
 import json
 import sys
 
-from lsh_spark.cli import fail
-from lsh_spark.config import ConfigError
-from lsh_spark.index import IndexConflict, compact
-from lsh_spark.session import build_session, stop_session
+from lsh_spark.cli import build_parser, parse, run_job
+from lsh_spark.index import compact
 
-
-def build_compact_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="index_compact.py",
-                                     description=__doc__.split("\n\n")[1].replace("\n", " "))
-    parser.add_argument("--index", required=True, help="index directory")
-    parser.add_argument("--target-file-mb", type=int, default=256,
-                        help="approximate size of each rewritten Parquet file (default: 256)")
-    return parser
+PROG = "index_compact.py"
 
 
 def main(argv=None) -> int:
-    parser = build_compact_parser()
-    args = parser.parse_args(argv)
-    if args.target_file_mb < 1:
-        parser.exit(2, f"index_compact.py: error: --target-file-mb: got {args.target_file_mb}; "
-                       "allowed: a positive integer\n")
-    spark = build_session("lsh-spark index_compact")
-    try:
-        result = compact(spark, args.index, args.target_file_mb << 20)
-    except (ConfigError, IndexConflict) as exc:
-        fail("index_compact.py", exc)
-    finally:
-        stop_session(spark)
+    args, _ = parse(build_parser(PROG, __doc__.split("\n\n")[1].replace("\n", " ")), argv)
+    result = run_job(PROG, lambda spark: compact(spark, args.index, args.target_file_mb << 20))
     print(json.dumps(result))
     return 0
 

@@ -6,4 +6,4 @@ from lsh_spark.cli import run_stage
 from lsh_spark.pipeline import stage_signatures
 
 if __name__ == "__main__":
-    sys.exit(run_stage("signatures", __doc__, stage_signatures, True, ()))
+    sys.exit(run_stage("signatures.py", __doc__, stage_signatures, ()))

@@ -56,12 +56,13 @@ def collect_sample(spark: SparkSession, input_path: str, cfg: DedupConfig, size:
     if cfg.method in VECTOR_METHODS:
         from lsh_spark.vectors import as_double_array
 
-        v = as_double_array(F.col(cfg.vector_col), raw.schema[cfg.vector_col].dataType)
+        v = as_double_array(F.col(cfg.vectors.vector_col),
+                            raw.schema[cfg.vectors.vector_col].dataType)
         items = raw.filter(F.col("reject_reason").isNull()).select(v.alias("x")).filter(
             F.col("x").isNotNull() & (F.size("x") > 0))
     else:
         prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
-        tf = cfg.method == "simhash" and cfg.simhash_weight == "tf"
+        tf = cfg.method == "simhash" and cfg.simhash.simhash_weight == "tf"
         feats = add_shingles(prepared.filter(F.col("reason").isNull()).select("norm"),
                              cfg.shingle, cfg.shingle_k, cfg.seed,
                              all_out="all" if tf else None)
@@ -108,7 +109,7 @@ def pair_measures(items: list, method: str) -> np.ndarray:
 
 def _is_true(measures: np.ndarray, cfg: DedupConfig) -> np.ndarray:
     if cfg.method == "pstable":
-        return measures <= cfg.max_distance
+        return measures <= cfg.vectors.max_distance
     return measures >= cfg.threshold
 
 
@@ -145,9 +146,9 @@ def measured_on_sample(items: list, measures: np.ndarray, cfg: DedupConfig) -> d
         x = np.array([v for v in items if len(v) == dim], dtype=np.float64)
         if cfg.method == "hyperplane":
             x = x[np.linalg.norm(x, axis=1) > 0]
-        a, off = projections(dim, cfg.num_perm, cfg.seed, cfg.method, cfg.width)
+        a, off = projections(dim, cfg.num_perm, cfg.seed, cfg.method, cfg.vectors.width)
         sig = (hyperplane_bits(x, a) if cfg.method == "hyperplane"
-               else pstable_hashes(x, a, off, cfg.width))
+               else pstable_hashes(x, a, off, cfg.vectors.width))
         n = len(x)
     else:
         from lsh_spark.minhash import minhash_flat, permutation_params
@@ -205,7 +206,7 @@ def advise_simhash(items: list, cfg: DedupConfig, n_docs: int) -> dict[str, Any]
                          round(float(true[within].mean()), 4) if within.any() else None})
     reach = [o for o in by_k if o["jaccard_recall"] is not None
              and o["jaccard_recall"] >= cfg.target_recall]
-    k = reach[0]["max_hamming"] if reach else cfg.max_hamming
+    k = reach[0]["max_hamming"] if reach else cfg.simhash.max_hamming
     blocks = []
     for b in range(k + 1, min(64, k + 7) + 1):
         hit = np.zeros(len(xor), dtype=bool)
@@ -293,7 +294,7 @@ def advise(spark: SparkSession, input_path: str, cfg: DedupConfig, sample: int =
     chosen = DedupConfig.from_mapping(dict(_base(cfg), num_perm=best["num_perm"]))
     advice: dict[str, Any] = {
         "method": cfg.method, "corpus_documents": n_docs, "sample_documents": len(items),
-        "threshold": cfg.max_distance if cfg.method == "pstable" else cfg.threshold,
+        "threshold": cfg.vectors.max_distance if cfg.method == "pstable" else cfg.threshold,
         "target_recall": cfg.target_recall,
         "similarity_histogram": _histogram(measures, cfg),
         "options": options,
@@ -309,7 +310,7 @@ def advise(spark: SparkSession, input_path: str, cfg: DedupConfig, sample: int =
 
 
 def _base(cfg: DedupConfig) -> dict[str, Any]:
-    d = {k: getattr(cfg, k) for k in DedupConfig.keys()}
+    d = cfg.flat()
     d["bands"] = d["rows"] = None
     return d
 
@@ -321,7 +322,7 @@ def _flags(cfg: DedupConfig) -> str:
 
 def _histogram(measures: np.ndarray, cfg: DedupConfig) -> list[dict[str, Any]]:
     if cfg.method == "pstable":
-        top = 3 * float(cfg.max_distance)
+        top = 3 * float(cfg.vectors.max_distance)
         edges = np.linspace(0, top, 21)
         counts, _ = np.histogram(np.minimum(measures, top), bins=edges)
     else:
@@ -340,8 +341,8 @@ def s_curve_png(cfg: DedupConfig, measures: np.ndarray | None = None, title: str
 
     b, r = cfg.band_params()
     if cfg.method == "pstable":
-        xs = np.linspace(1e-6, 3 * float(cfg.max_distance), 300)
-        label, t = "Euclidean distance", float(cfg.max_distance)
+        xs = np.linspace(1e-6, 3 * float(cfg.vectors.max_distance), 300)
+        label, t = "Euclidean distance", float(cfg.vectors.max_distance)
     else:
         xs = np.linspace(-1 if cfg.method == "hyperplane" else 0, 1, 300)
         label = "cosine similarity" if cfg.method == "hyperplane" else "Jaccard similarity"

@@ -1,148 +1,246 @@
-"""Command-line parsing shared by the jobs in ``jobs/``.
+"""Command-line parsing and the main of every job in ``jobs/``.
 
-Flags mirror :class:`lsh_spark.config.DedupConfig` keys; ``--config FILE`` reads
-the same keys from YAML and flags given on the command line win.
+A job's flags are derived from option definitions (:func:`lsh_spark.config.option`):
+its own flags (the small classes below, :class:`lsh_spark.config.CrawlConfig`)
+and the options of :class:`lsh_spark.config.DedupConfig`, which a YAML file
+given with ``--config`` can set too (flags given on the command line win).
+:data:`JOBS` says which job takes which.  :func:`run_job` runs a job's work in
+a Spark session and turns a user error into one line, ``prog: error:
+message``, with exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from lsh_spark.config import (
-    FORMATS,
-    KEEP_POLICIES,
-    METHODS,
-    SHINGLE_KINDS,
-    SIMHASH_WEIGHTS,
+    PATH,
     VECTOR_METHODS,
-    TEXT_UNITS,
+    Checked,
     ConfigError,
+    CrawlConfig,
     DedupConfig,
+    Option,
+    flag,
+    integers,
     load_yaml,
+    non_empty,
+    normalize_keys,
+    option,
+    option_values,
+    options,
 )
+from lsh_spark.errors import LshSparkError
 
-_HELP = {
-    "format": f"input format, one of {', '.join(FORMATS)} (default: from the file "
-              "extensions; .gz and other codecs are read transparently)",
-    "id_col": "column holding a unique document id (default: id; when the input has no "
-              "such column a deterministic id is derived from file name and content)",
-    "text_col": "column holding the document text (default: text)",
-    "text_unit": "for --format text: one document per 'line' (default) or per 'file'",
-    "threshold": "Jaccard similarity at or above which two documents are duplicates, "
-                 "in (0, 1] (default: 0.8)",
-    "num_perm": "MinHash permutations per signature, 1..4096 (default: 128)",
-    "bands": "LSH bands b (default: chosen so a pair at the threshold becomes a "
-             "candidate with probability >= --target-recall at the least cost)",
-    "rows": "rows per band r; bands x rows must be <= --num-perm (default: with --bands)",
-    "target_recall": "candidate probability at the threshold used to choose b and r "
-                     "(default: 0.99)",
-    "shingle": "shingle kind: 'word' k-grams (default) or 'char' k-grams (short texts, "
-               "scripts without spaces)",
-    "k": "shingle length in words or characters (default: 5)",
-    "seed": "seed of the shingle hashes and MinHash permutations, 0..2^31-1 (default: 1); "
-            "same seed, same signatures on every machine",
-    "keep": "which member of a duplicate cluster is kept: 'min-id' (default) or 'longest'",
-    "max_bucket_size": "buckets with more members get star edges to their smallest id "
-                       "instead of all pairs (default: 5000)",
-    "block_min_size": "buckets with at least this many members (and at most "
-                      "--max-bucket-size) are verified as one block by a matrix product "
-                      "instead of pair by pair (default: 32)",
-    "max_family_size": "a family of large buckets (connected blocks) with more members "
-                       "writes only a spanning forest of its verified pairs to pairs/; "
-                       "the clusters are the same as when every pair is listed "
-                       "(default: 3000)",
-    "max_text_chars": "documents longer than this many characters are rejected "
-                      "(default: 20000000)",
-    "max_cc_iterations": "round limit of the connected-components loop (default: 64)",
-    "checkpoint_dir": "reliable checkpoint directory for clustering (default: a "
-                      "temporary folder inside the output, removed at the end)",
-    "method": "LSH family: 'minhash' (Jaccard, default), 'simhash' (Hamming distance of "
-              "64-bit fingerprints), 'hyperplane' (cosine of --vector-col), 'pstable' "
-              "(Euclidean distance of --vector-col)",
-    "max_hamming": "simhash: pairs at most this many bits apart are duplicates (default: 3)",
-    "simhash_blocks": "simhash: blocks B of the permuted block tables, C(B, max-hamming) "
-                      "tables (default: max-hamming + 3)",
-    "simhash_weight": "simhash: shingle weight 'tf' (term frequency, default) or 'uniform'",
-    "verify_jaccard": "simhash: also compute the exact Jaccard of every pair within "
-                      "--max-hamming and keep only pairs at or above --threshold",
-    "vector_col": "hyperplane/pstable: column holding the vector (array of numbers or an "
-                  "MLlib vector; default: vector)",
-    "max_distance": "pstable: pairs at most this Euclidean distance apart are duplicates "
-                    "(required)",
-    "bucket_width": "pstable: bucket width w of floor((a.v + b) / w) (default: 4 x "
-                    "--max-distance)",
-}
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-_TYPES = {
-    "format": dict(choices=FORMATS), "text_unit": dict(choices=TEXT_UNITS),
-    "shingle": dict(choices=SHINGLE_KINDS), "keep": dict(choices=KEEP_POLICIES),
-    "threshold": dict(type=float), "target_recall": dict(type=float),
-    "num_perm": dict(type=int), "bands": dict(type=int), "rows": dict(type=int),
-    "k": dict(type=int), "seed": dict(type=int), "max_bucket_size": dict(type=int),
-    "block_min_size": dict(type=int), "max_family_size": dict(type=int),
-    "method": dict(choices=METHODS),
-    "max_hamming": dict(type=int), "simhash_blocks": dict(type=int),
-    "simhash_weight": dict(choices=SIMHASH_WEIGHTS), "verify_jaccard": dict(action="store_true"),
-    "max_distance": dict(type=float), "bucket_width": dict(type=float),
-    "max_text_chars": dict(type=int), "max_cc_iterations": dict(type=int),
-}
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
+# -- the jobs' own flags ---------------------------------------------------------
+def _input() -> Any:
+    return option(None, "input file or directory (local path, hdfs://, s3a://, ...), "
+                        "searched recursively", type=str, check=PATH, required=True, yaml=False)
+
+
+def _output(default: str | None = None) -> Any:
+    return option(default, "output directory", type=str, check=PATH, required=default is None,
+                  yaml=False)
+
+
+def _overwrite() -> Any:
+    return option(False, "replace --output if it exists (the old output stays intact until "
+                         "the new run has succeeded)", yaml=False)
+
+
+@dataclass(frozen=True)
+class DedupFlags(Checked):
+    """Own flags of ``jobs/dedup.py``."""
+
+    input: str = _input()
+    output: str = _output()
+    overwrite: bool = _overwrite()
+
+
+@dataclass(frozen=True)
+class InputStageFlags(Checked):
+    """Own flags of the stage jobs that read the input (signatures.py, cluster.py)."""
+
+    input: str = _input()
+    output: str = _output()
+
+
+@dataclass(frozen=True)
+class StageFlags(Checked):
+    """Own flags of the stage jobs that read only earlier stages (candidates.py, verify.py)."""
+
+    output: str = _output()
+
+
+@dataclass(frozen=True)
+class AdviseFlags(Checked):
+    """Own flags of ``jobs/advise.py``."""
+
+    input: str = _input()
+    output: str = _output("advice")
+    overwrite: bool = _overwrite()
+    sample: int = option(2000, "documents sampled (all pairs are measured exactly)",
+                         check=integers(2, 20000), yaml=False)
+
+
+@dataclass(frozen=True)
+class CrawlJobFlags(Checked):
+    """Own flags of ``jobs/crawl_dedup.py`` besides :class:`CrawlConfig`."""
+
+    output: str = _output()
+
+
+@dataclass(frozen=True)
+class CompactFlags(Checked):
+    """Flags of ``jobs/index_compact.py``."""
+
+    index: str = option(None, "index directory", type=str, check=PATH, required=True,
+                        yaml=False)
+    target_file_mb: int = option(256, "approximate size of each rewritten Parquet file in MB",
+                                 check=integers(1), yaml=False)
+
+
+# --config, taken by every job with options a YAML file may set.
+CONFIG_FILE = Option(str, None, "YAML file whose keys are this job's flags without the dashes "
+                     "(see conf/ and docs/options.md); flags given here win",
+                     rule=non_empty("a local YAML file"), yaml=False)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job's flags: the option classes it takes, in ``--help`` order.
+
+    A key defined by two classes belongs to the first (crawl_dedup.py's
+    ``--keep`` replaces DedupConfig's).  A job with options a YAML file may
+    set also takes ``--config``.
+    """
+
+    prog: str
+    groups: tuple[type, ...]
+
+    def options(self) -> dict[str, tuple[type, Option]]:
+        """Every option of the job by key, with the class that owns it."""
+        out: dict[str, tuple[type, Option]] = {}
+        for cls in self.groups:
+            for key, opt in options(cls).items():
+                out.setdefault(key, (cls, opt))
+        return out
+
+    def yaml_keys(self) -> list[str]:
+        """The keys a ``--config`` file may set."""
+        return [key for key, (_, opt) in self.options().items() if opt.yaml]
+
+    def build(self, args: argparse.Namespace) -> dict[type, Any]:
+        """One object per group from the YAML file and the flags given, validated.
+
+        Every option of the job's own groups (not DedupConfig's) is set on
+        ``args`` with the value used.
+        """
+        owned = self.options()
+        config = getattr(args, "config", None)
+        values = normalize_keys(load_yaml(config), self.yaml_keys(), config) if config else {}
+        values.update({key: getattr(args, key) for key in owned if hasattr(args, key)})
+        built = {}
+        for cls in self.groups:
+            built[cls] = cls(**{k: v for k, v in values.items() if owned[k][0] is cls})
+            if cls is not DedupConfig:  # the job reaches DedupConfig's values through cfg
+                vars(args).update({k: v for k, v in option_values(built[cls]).items()
+                                   if owned[k][0] is cls})
+        return built
+
+
+JOBS = {job.prog: job for job in (
+    Job("dedup.py", (DedupFlags, DedupConfig)),
+    Job("signatures.py", (InputStageFlags, DedupConfig)),
+    Job("candidates.py", (StageFlags, DedupConfig)),
+    Job("verify.py", (StageFlags, DedupConfig)),
+    Job("cluster.py", (InputStageFlags, DedupConfig)),
+    Job("advise.py", (AdviseFlags, DedupConfig)),
+    Job("crawl_dedup.py", (CrawlJobFlags, CrawlConfig, DedupConfig)),
+    Job("index_compact.py", (CompactFlags,)),
+)}
+
+
+# -- parsing ---------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit code 2
+    def __init__(self, job: Job, **kwargs: Any) -> None:
+        super().__init__(prog=job.prog, **kwargs)
+        self.job = job
+
+    def error(self, message: str) -> NoReturn:  # one line, exit code 2
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser(prog: str, description: str, need_input: bool = True,
-                 exclude: tuple[str, ...] = (), output_default: str | None = None
-                 ) -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, description=description)
-    if need_input:
-        parser.add_argument("--input", required=True,
-                            help="input file or directory (local path, hdfs://, s3a://, ...)")
-    if output_default is None:
-        parser.add_argument("--output", required=True, help="output directory")
+def _add_option(parser: argparse.ArgumentParser, key: str, opt: Option, default: Any) -> None:
+    quiet = opt.required or opt.type is bool or opt.default_label == "none"
+    shown = "" if quiet else f" (default: {opt.default_label})"
+    kwargs: dict[str, Any] = dict(dest=key, default=default, required=opt.required,
+                                  help=(opt.help + shown).replace("%", "%%"))
+    if opt.type is bool:
+        kwargs["action"] = "store_true"
     else:
-        parser.add_argument("--output", default=output_default,
-                            help=f"output directory (default: {output_default})")
-    parser.add_argument("--config", help="YAML file whose keys are these flags without "
-                                         "the dashes (see conf/); flags given here win")
-    for key in DedupConfig.keys():
-        if key in exclude:
-            continue
-        flag = "--" + key.replace("_", "-")
-        parser.add_argument(flag, dest=key, default=argparse.SUPPRESS, help=_HELP[key],
-                            **_TYPES.get(key, {}))
+        kwargs.update(type=opt.type, choices=opt.choices)
+    parser.add_argument(flag(key), **kwargs)
+
+
+def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The parser of the job ``prog`` (a key of :data:`JOBS`), flags from the definitions.
+
+    Options are left out of the namespace unless given (:func:`parse` fills in
+    the YAML file's values and the defaults).
+    """
+    job = JOBS[prog]
+    parser = _Parser(job, description=description)
+    owners = job.options()
+    for i, cls in enumerate(job.groups):
+        for key, opt in options(cls).items():
+            if owners[key][0] is cls:
+                _add_option(parser, key, opt, argparse.SUPPRESS)
+        if i == 0 and job.yaml_keys():
+            _add_option(parser, "config", CONFIG_FILE, None)
     return parser
 
 
-def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None,
-          job_keys: dict[str, str] | None = None) -> tuple[argparse.Namespace, DedupConfig]:
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None
+          ) -> tuple[argparse.Namespace, DedupConfig | None]:
     """Parse flags, merge with ``--config``, validate. Exits with one line on error.
 
-    ``job_keys`` maps YAML keys of the job's own flags (not :class:`DedupConfig`
-    keys) to their ``args`` attribute; a flag given on the command line wins.
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        A job's parser, from :func:`build_parser`.
+    argv : sequence of str, optional
+        The arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    args : argparse.Namespace
+        The value used of each of the job's own flags (``args.output``,
+        ``args.sample``, ...), checked by its definition.
+    cfg : DedupConfig or None
+        The run's parameters (None for a job without them).
     """
     args = parser.parse_args(argv)
-    values: dict[str, Any] = {}
     try:
-        if args.config:
-            values.update(load_yaml(args.config))
-        for key, dest in (job_keys or {}).items():
-            for spelling in (key, key.replace("_", "-"), key.replace("-", "_")):
-                if spelling in values:
-                    value = values.pop(spelling)
-                    if getattr(args, dest, None) is None:
-                        setattr(args, dest, value)
-        values.update({k: getattr(args, k) for k in DedupConfig.keys() if hasattr(args, k)})
-        cfg = DedupConfig.from_mapping(values, source=args.config or "flags")
+        built = parser.job.build(args)
         precheck_paths(args)
     except ConfigError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
-    return args, cfg
+    return args, built.get(DedupConfig)
 
 
 def _local(path: str) -> str | None:
@@ -157,56 +255,106 @@ def precheck_paths(args: argparse.Namespace) -> None:
 
     Remote paths are checked again through Hadoop once the session is up.
     """
-    import os
-
-    local_in = _local(getattr(args, "input", None) or "")
-    if getattr(args, "input", None) and local_in is not None and not os.path.exists(local_in):
-        raise ConfigError(f"--input: path does not exist: {args.input}")
-    local_out = _local(args.output)
-    if (getattr(args, "overwrite", None) is False and local_out is not None
-            and os.path.exists(local_out)):
+    given_in = getattr(args, "input", None)
+    local_in = _local(given_in or "")
+    if given_in and local_in is not None and not os.path.exists(local_in):
+        raise ConfigError(f"--input: path does not exist: {given_in}")
+    local_out = _local(getattr(args, "output", None) or "")
+    if getattr(args, "overwrite", None) is False and local_out and os.path.exists(local_out):
         raise ConfigError(
             f"--output: {args.output} already exists; pass --overwrite to replace it")
 
 
-def fail(prog: str, exc: Exception) -> None:
+# -- running ---------------------------------------------------------------------
+def fail(prog: str, exc: Exception) -> NoReturn:
     """Print a one-line error for a known user error and exit 2."""
     sys.stderr.write(f"{prog}: error: {exc}\n")
     sys.exit(2)
 
 
-def run_stage(name: str, description: str, stage, needs_input: bool, requires: tuple,
-              argv=None) -> int:
-    """Main of a per-stage job: parse flags, check earlier stages, run, merge the report."""
-    from lsh_spark.io import InputError, StagewiseOutput
-    from lsh_spark.pipeline import describe_bounded_families, merge_reports, report_header
-    from lsh_spark.session import build_session, size_shuffle_partitions, stop_session
-    parser = build_parser(f"{name}.py", description, need_input=needs_input)
-    args, cfg = parse(parser, argv)
-    spark = build_session(f"lsh-spark {name}")
+def _user_errors() -> tuple[type[Exception], ...]:
+    # InputError and IndexConflict are not LshSparkErrors yet.
+    from lsh_spark.index import IndexConflict
+    from lsh_spark.io import InputError
+
+    return (LshSparkError, InputError, IndexConflict)
+
+
+def run_job(prog: str, work: Callable[[SparkSession], T],
+            user_errors: tuple[type[Exception], ...] = ()) -> T:
+    """Run ``work(spark)`` in the job's Spark session and return its result.
+
+    A user error becomes one line, ``prog: error: message``, on stderr and exit
+    code 2; any other exception keeps its traceback.  The session is stopped
+    in every case.
+
+    Parameters
+    ----------
+    prog : str
+        The job's name (``dedup.py``); the session is named ``lsh-spark dedup``.
+    work : callable
+        The job's work, given the session.
+    user_errors : tuple of exception classes
+        Errors that are the user's to fix besides :class:`LshSparkError` and
+        the input and index errors.
+
+    Returns
+    -------
+    Any
+        What ``work`` returned.
+    """
+    from lsh_spark.session import build_session
+
+    errors = _user_errors() + user_errors
+    spark = build_session(f"lsh-spark {prog.removesuffix('.py')}")
     try:
-        out = StagewiseOutput(spark, args.output)
-        for dataset, job in requires:
-            if dataset == "shingles" and cfg.method in VECTOR_METHODS:
-                dataset = "vectors"  # what the vector methods verify with
-            out.require(dataset, job)
-        spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
-        sized_by = args.input if needs_input else out.path("signatures")
-        size_shuffle_partitions(spark, out.fs.size_bytes(sized_by))
-        section = stage(spark, args.input, out, cfg) if needs_input else stage(spark, out, cfg)
-        old = out.read_json("report.json")
-        if old.get("parameters") not in (None, cfg.to_dict()):
-            sys.stderr.write(f"{name}.py: warning: parameters differ from the earlier stages "
-                             "recorded in report.json\n")
-        header = report_header(getattr(args, "input", old.get("input_path")), cfg)
-        report = merge_reports(old, header, section)
-        describe_bounded_families(spark, out, report)
-        out.write_json("report.json", report)
-        out.commit()
-        out.fs.delete(out.path("_checkpoints"))
-    except (ConfigError, InputError) as exc:
-        fail(f"{name}.py", exc)
+        return work(spark)
+    except errors as exc:
+        fail(prog, exc)
     finally:
-        stop_session(spark)
-    print(json.dumps({"stage": name, "output": args.output, **section.get("counts", {})}))
+        spark.stop()
+
+
+def run_stage(prog: str, description: str, stage: Callable[..., dict[str, Any]],
+              requires: tuple[tuple[str, str], ...], argv: Sequence[str] | None = None) -> int:
+    """Main of a per-stage job: parse flags, check earlier stages, run, merge the report.
+
+    ``requires`` lists the datasets of earlier stages the stage reads, with the
+    job that writes each.
+    """
+    args, cfg = parse(build_parser(prog, description), argv)
+    section = run_job(prog, lambda spark: _run_stage(spark, prog, stage, requires, args, cfg))
+    print(json.dumps({"stage": prog.removesuffix(".py"), "output": args.output,
+                      **section.get("counts", {})}))
     return 0
+
+
+def _run_stage(spark: SparkSession, prog: str, stage: Callable[..., dict[str, Any]],
+               requires: tuple[tuple[str, str], ...], args: argparse.Namespace,
+               cfg: DedupConfig) -> dict[str, Any]:
+    """Run one stage under ``args.output`` and merge its section into report.json."""
+    from lsh_spark.io import StagewiseOutput
+    from lsh_spark.pipeline import describe_bounded_families, merge_reports, report_header
+    from lsh_spark.session import size_shuffle_partitions
+
+    needs_input = "input" in JOBS[prog].options()
+    out = StagewiseOutput(spark, args.output)
+    for dataset, job in requires:
+        if dataset == "shingles" and cfg.method in VECTOR_METHODS:
+            dataset = "vectors"  # what the vector methods verify with
+        out.require(dataset, job)
+    spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
+    sized_by = args.input if needs_input else out.path("signatures")
+    size_shuffle_partitions(spark, out.fs.size_bytes(sized_by))
+    section = stage(spark, args.input, out, cfg) if needs_input else stage(spark, out, cfg)
+    old = out.read_json("report.json")
+    if old.get("parameters") not in (None, cfg.to_dict()):
+        log.warning("%s: warning: parameters differ from the earlier stages recorded in "
+                    "report.json", prog)
+    header = report_header(getattr(args, "input", old.get("input_path")), cfg)
+    report = merge_reports(old, header, section)
+    describe_bounded_families(spark, out, report)
+    out.write_json("report.json", report)
+    out.commit()
+    out.fs.delete(out.path("_checkpoints"))
+    return section

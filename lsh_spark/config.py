@@ -1,25 +1,44 @@
 """Validated, frozen configuration for a dedup run.
 
-Every key of :class:`DedupConfig` can be given three ways, in increasing order
-of precedence: its default, a YAML file (``--config conf/FILE.yaml``) whose keys
-are the command-line flags without the leading dashes (``num-perm`` or
-``num_perm``), and the command-line flag itself.  Validation happens on
-construction and raises :class:`ConfigError` with one line naming the key and
-what is allowed, so a bad run fails before Spark starts any work.
+Every option is defined once, by :func:`option`, next to its field: type,
+default, help text and allowed values.  The jobs' flags (:mod:`lsh_spark.cli`),
+the checks of a ``--config`` YAML file and ``docs/options.md`` (written by
+``scripts/options_doc.py``) are all derived from these definitions.
+
+An option can be given three ways, in increasing order of precedence: its
+default, a YAML file (``--config conf/FILE.yaml``) whose keys are the
+command-line flags without the leading dashes (``num-perm`` or ``num_perm``),
+and the command-line flag itself.  Validation happens on construction and
+raises :class:`ConfigError` with one line naming the flag and what is allowed,
+so a bad run fails before Spark starts any work.
+
+The settings of one LSH family live in a small config of their own,
+:class:`SimHashConfig` (``cfg.simhash``) and :class:`VectorConfig`
+(``cfg.vectors``); their flags, YAML keys and keyword arguments stay flat
+(``--max-hamming``, ``max-hamming: 4``, ``DedupConfig(max_hamming=4)``).
 
 Example
 -------
 >>> cfg = DedupConfig(threshold=0.7, num_perm=128)
 >>> cfg.band_params()
 (17, 4)
+>>> DedupConfig(method="simhash", max_hamming=4).simhash.blocks
+7
+>>> DedupConfig(num_perm=0)
+Traceback (most recent call last):
+...
+lsh_spark.config.ConfigError: --num-perm: got 0; allowed: an integer from 1 to 4096
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
+
+from lsh_spark.errors import LshSparkError
 
 FORMATS = ("jsonl", "parquet", "csv", "text", "warc")
 TEXT_UNITS = ("line", "file")
@@ -28,124 +47,427 @@ KEEP_POLICIES = ("min-id", "longest")
 METHODS = ("minhash", "simhash", "hyperplane", "pstable")
 VECTOR_METHODS = ("hyperplane", "pstable")
 SIMHASH_WEIGHTS = ("tf", "uniform")
+CRAWL_KEEP_POLICIES = ("oldest", "newest")
 # The exact measure each method writes into pairs/.
 MEASURES = {"minhash": "jaccard", "simhash": "hamming", "hyperplane": "cosine",
             "pstable": "distance"}
 DEFAULT_K = {"word": 5, "char": 5}
 
+# The groups of DedupConfig's options: one table each in docs/options.md.
+GENERAL = "General"
+MINHASH = "MinHash and banding"
+LIMITS = "Limits"
+SIMHASH = "SimHash (--method simhash)"
+VECTORS = "Vectors (--method hyperplane, pstable)"
+GROUPS = (GENERAL, MINHASH, LIMITS, SIMHASH, VECTORS)
 
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the key."""
+
+class ConfigError(LshSparkError, ValueError):
+    """A configuration value is invalid; the message names the flag."""
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+def flag(key: str) -> str:
+    """The command-line flag of an option key: ``num_perm`` -> ``--num-perm``."""
+    return "--" + key.replace("_", "-")
+
+
+# -- defining options ------------------------------------------------------
+@dataclass(frozen=True)
+class Rule:
+    """Allowed values of an option: a test and its wording (errors and docs)."""
+
+    wording: str
+    test: Callable[[Any], bool]
+
+
+def integers(low: int, high: int | None = None) -> Rule:
+    """Integers from ``low`` to ``high`` (no upper bound when ``high`` is None)."""
+    if high is not None:
+        wording = f"an integer from {low} to {high}"
+    else:
+        wording = "a positive integer" if low == 1 else f"an integer >= {low}"
+    return Rule(wording, lambda v: _is_int(v) and v >= low and (high is None or v <= high))
+
+
+def numbers(wording: str, test: Callable[[float], bool]) -> Rule:
+    """Finite numbers (integers included) that pass ``test``."""
+    return Rule(wording, lambda v: _is_number(v) and test(v))
+
+
+def non_empty(wording: str) -> Rule:
+    """Non-empty strings."""
+    return Rule(wording, lambda v: isinstance(v, str) and v != "")
+
+
+POSITIVE_NUMBER = numbers("a positive number", lambda v: v > 0)
+COLUMN_NAME = non_empty("a non-empty column name")
+PATH = non_empty("a path (local, hdfs://, s3a://, ...)")
 
 
 @dataclass(frozen=True)
+class Option:
+    """The one definition of an option, kept in its dataclass field's metadata.
+
+    Attributes
+    ----------
+    type : type
+        ``str``, ``int``, ``float`` or ``bool`` (a flag without a value).
+    default : Any
+        The value when the option is not given (None: unset).
+    help : str
+        What the option means, for ``--help`` and the docs.
+    choices : tuple of str, optional
+        The allowed values, when they are a list.
+    rule : Rule, optional
+        The allowed values otherwise (a range or a test, with its wording).
+    group : str
+        The table of docs/options.md holding it (one of :data:`GROUPS`).
+    default_text : str, optional
+        The default in words, when it is computed (``None`` as a value).
+    required : bool
+        The job cannot run without it (``--input``).
+    yaml : bool
+        Whether a ``--config`` file may set it (paths may not).
+    """
+
+    type: type
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    rule: Rule | None = None
+    group: str = GENERAL
+    default_text: str | None = None
+    required: bool = False
+    yaml: bool = True
+
+    @property
+    def allowed(self) -> str:
+        """The allowed values in words, as error messages and the docs say them."""
+        if self.choices is not None:
+            return " | ".join(self.choices)
+        if self.type is bool:
+            return "true | false"
+        return self.rule.wording if self.rule is not None else f"a {self.type.__name__}"
+
+    @property
+    def default_label(self) -> str:
+        """The default in words, for ``--help`` and the docs."""
+        if self.default_text is not None:
+            return self.default_text
+        if self.required:
+            return "required"
+        if self.type is bool:
+            return "true" if self.default else "false"
+        return "none" if self.default is None else str(self.default)
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is allowed (None is, for an optional option unset by default)."""
+        if value is None:
+            return self.default is None and not self.required
+        if self.choices is not None:
+            return value in self.choices
+        if self.type is bool:
+            return isinstance(value, bool)
+        if self.rule is not None:
+            return self.rule.test(value)
+        return isinstance(value, self.type)
+
+    def check(self, key: str, value: Any) -> None:
+        """Raise a one-line :class:`ConfigError` naming the flag unless ``value`` is allowed."""
+        if not self.accepts(value):
+            raise ConfigError(f"{flag(key)}: got {value!r}; allowed: {self.allowed}")
+
+
+def option(default: Any, help: str, *, type: type | None = None,
+           choices: tuple[str, ...] | None = None, check: Rule | None = None,
+           group: str = GENERAL, default_text: str | None = None, required: bool = False,
+           yaml: bool = True) -> Any:
+    """Define an option: a dataclass field whose metadata is its :class:`Option`.
+
+    Parameters
+    ----------
+    default : Any
+        The value when the option is not given; None means unset.
+    help : str
+        What the option means (``--help`` and docs/options.md).
+    type : type, optional
+        ``str``, ``int``, ``float`` or ``bool``; by default the type of
+        ``default`` (``str`` with ``choices``).  Needed when ``default`` is None.
+    choices : tuple of str, optional
+        The allowed values, when they are a list.
+    check : Rule, optional
+        The allowed values otherwise, e.g. ``integers(1, 4096)``.
+    group, default_text, required, yaml
+        As the attributes of :class:`Option`.
+
+    Returns
+    -------
+    dataclasses.Field
+        The field, to assign in a frozen dataclass deriving from :class:`Checked`.
+
+    Examples
+    --------
+    >>> @dataclass(frozen=True)
+    ... class Sampling(Checked):
+    ...     sample: int = option(2000, "documents sampled", check=integers(2, 20000))
+    >>> options(Sampling)["sample"].allowed
+    'an integer from 2 to 20000'
+    >>> Sampling(sample=1)
+    Traceback (most recent call last):
+    ...
+    lsh_spark.config.ConfigError: --sample: got 1; allowed: an integer from 2 to 20000
+    """
+    if type is None:
+        if choices is None and default is None:
+            raise TypeError(f"option(None, {help!r}): give its type")
+        type = str if choices is not None else default.__class__
+    spec = Option(type, default, help, choices, check, group, default_text, required, yaml)
+    return field(default=default, metadata={"option": spec})
+
+
+def section(cls: type) -> Any:
+    """A field holding a method's own config; its options keep their flat keys."""
+    return field(default_factory=cls, metadata={"section": cls})
+
+
+def options(cls: type) -> dict[str, Option]:
+    """The options of a config class by key, in field order, sections flattened."""
+    out: dict[str, Option] = {}
+    for f in dataclasses.fields(cls):
+        if "section" in f.metadata:
+            out.update(options(f.metadata["section"]))
+        elif "option" in f.metadata:
+            out[f.name] = f.metadata["option"]
+    return out
+
+
+def option_values(obj: Any) -> dict[str, Any]:
+    """The option values of a config object by key, sections flattened."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        if "section" in f.metadata:
+            out.update(option_values(getattr(obj, f.name)))
+        elif "option" in f.metadata:
+            out[f.name] = getattr(obj, f.name)
+    return out
+
+
+def check_options(obj: Any) -> None:
+    """Check each option field of ``obj`` against its definition; the first bad one raises."""
+    for f in dataclasses.fields(obj):
+        if "option" in f.metadata:
+            f.metadata["option"].check(f.name, getattr(obj, f.name))
+
+
+def normalize_keys(values: Mapping[Any, Any], allowed: Collection[str],
+                   source: str) -> dict[str, Any]:
+    """Keys written as flags without dashes (``num-perm`` or ``num_perm``) -> option keys.
+
+    An unknown key is a :class:`ConfigError` naming ``source``, the key and the
+    allowed keys.
+    """
+    out: dict[str, Any] = {}
+    for raw_key, value in values.items():
+        key = str(raw_key).replace("-", "_")
+        if key not in allowed:
+            names = ", ".join(k.replace("_", "-") for k in allowed)
+            raise ConfigError(f"{source}: unknown key {raw_key!r}; allowed keys: {names}")
+        out[key] = value
+    return out
+
+
+class Checked:
+    """Base of a frozen dataclass of options: each is checked on construction."""
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
+# -- the method configs -------------------------------------------------------
+@dataclass(frozen=True)
+class SimHashConfig(Checked):
+    """Settings of ``--method simhash``: 64-bit fingerprints within a Hamming distance."""
+
+    max_hamming: int = option(
+        3, "simhash: pairs at most this many bits apart are duplicates",
+        check=integers(0, 32), group=SIMHASH)
+    simhash_blocks: int | None = option(
+        None, "simhash: blocks B of the permuted block tables, C(B, max-hamming) tables",
+        type=int, group=SIMHASH, default_text="max-hamming + 3",
+        check=Rule("an integer from --max-hamming + 1 to 64",
+                   lambda v: _is_int(v) and 1 <= v <= 64))
+    simhash_weight: str = option(
+        "tf", "simhash: shingle weight 'tf' (term frequency) or 'uniform'",
+        choices=SIMHASH_WEIGHTS, group=SIMHASH)
+    verify_jaccard: bool = option(
+        False, "simhash: also compute the exact Jaccard of every pair within --max-hamming "
+        "and keep only pairs at or above --threshold", group=SIMHASH)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.simhash_blocks is not None and self.simhash_blocks <= self.max_hamming:
+            raise ConfigError(
+                f"--simhash-blocks: got {self.simhash_blocks!r}; allowed: an integer from "
+                f"--max-hamming + 1 ({self.max_hamming + 1}) to 64")
+
+    @property
+    def blocks(self) -> int:
+        """SimHash blocks B (``C(B, max_hamming)`` tables)."""
+        return self.simhash_blocks or min(64, self.max_hamming + 3)
+
+
+@dataclass(frozen=True)
+class VectorConfig(Checked):
+    """Settings of ``--method hyperplane`` (cosine) and ``pstable`` (Euclidean distance)."""
+
+    vector_col: str = option(
+        "vector", "hyperplane/pstable: column holding the vector (array of numbers or an "
+        "MLlib vector)", check=COLUMN_NAME, group=VECTORS)
+    max_distance: float | None = option(
+        None, "pstable: pairs at most this Euclidean distance apart are duplicates",
+        type=float, check=POSITIVE_NUMBER, group=VECTORS,
+        default_text="none (required with --method pstable)")
+    bucket_width: float | None = option(
+        None, "pstable: bucket width w of floor((a.v + b) / w)", type=float,
+        check=POSITIVE_NUMBER, group=VECTORS, default_text="4 x --max-distance")
+
+    @property
+    def width(self) -> float:
+        """p-stable bucket width w (default four times --max-distance)."""
+        return float(self.bucket_width or 4.0 * (self.max_distance or 1.0))
+
+
+@dataclass(frozen=True)
+class CrawlConfig(Checked):
+    """The own flags of ``jobs/crawl_dedup.py``: the batch, the index, which copy stays.
+
+    Only ``keep`` may come from a ``--config`` file (there it replaces
+    DedupConfig's ``keep``, which the crawl job does not take).
+    """
+
+    batch: str | None = option(
+        None, "the batch: a crawl file or directory (local, hdfs://, s3a://)", type=str,
+        check=PATH, required=True, yaml=False)
+    index: str | None = option(
+        None, "index directory; created by the first batch", type=str, check=PATH,
+        required=True, yaml=False)
+    batch_id: str | None = option(
+        None, "id recorded in the index", type=str, check=non_empty("a non-empty id"), yaml=False,
+        default_text="derived from the batch's directory name and its files' names and sizes")
+    keep: str = option(
+        "oldest", "which copy stays when a batch page duplicates an indexed one: 'oldest' "
+        "(by fetch time, then batch order) or 'newest'", choices=CRAWL_KEEP_POLICIES)
+
+
+# -- the run's config ---------------------------------------------------------
+@dataclass(frozen=True, init=False)
 class DedupConfig:
     """Parameters of one dedup run (algorithm and input layout).
 
     Paths (``input``, ``output``) belong to the job, not to this object, so one
-    config file can serve many inputs.
+    config file can serve many inputs.  Keyword arguments are the flat keys of
+    :meth:`keys` (``max_hamming=4`` goes to ``cfg.simhash``); a whole method
+    config can be given too (``simhash=SimHashConfig(max_hamming=4)``).
     """
 
-    format: str | None = None
-    id_col: str = "id"
-    text_col: str = "text"
-    text_unit: str = "line"
-    threshold: float = 0.8
-    num_perm: int = 128
-    bands: int | None = None
-    rows: int | None = None
-    target_recall: float = 0.99
-    shingle: str = "word"
-    k: int | None = None
-    seed: int = 1
-    keep: str = "min-id"
-    max_bucket_size: int = 5000
-    block_min_size: int = 32
-    max_family_size: int = 3000
-    max_text_chars: int = 20_000_000
-    max_cc_iterations: int = 64
-    checkpoint_dir: str | None = None
-    method: str = "minhash"
-    max_hamming: int = 3
-    simhash_blocks: int | None = None
-    simhash_weight: str = "tf"
-    verify_jaccard: bool = False
-    vector_col: str = "vector"
-    max_distance: float | None = None
-    bucket_width: float | None = None
-    # Filled in by __post_init__: the (b, r) actually used.
-    _band_params: tuple[int, int] = field(default=(0, 0), repr=False, compare=False)
+    format: str | None = option(
+        None, "input format (.gz and other codecs are read transparently)", choices=FORMATS,
+        default_text="from the file extensions")
+    id_col: str = option(
+        "id", "column holding a unique document id (when the input has no such column a "
+        "deterministic id is derived from file name and content)", check=COLUMN_NAME)
+    text_col: str = option("text", "column holding the document text", check=COLUMN_NAME)
+    text_unit: str = option(
+        "line", "for --format text: one document per 'line' or per 'file'", choices=TEXT_UNITS)
+    threshold: float = option(
+        0.8, "similarity at or above which two documents are duplicates (Jaccard; the cosine "
+        "with --method hyperplane)", check=numbers("a number in (0, 1]", lambda v: 0 < v <= 1))
+    num_perm: int = option(
+        128, "MinHash permutations per signature (hash functions with --method hyperplane "
+        "or pstable)", check=integers(1, 4096), group=MINHASH)
+    bands: int | None = option(
+        None, "LSH bands b", type=int, check=integers(1), group=MINHASH,
+        default_text="chosen so a pair at the threshold becomes a candidate with probability "
+        ">= --target-recall at the least cost; with --rows: num-perm // rows")
+    rows: int | None = option(
+        None, "rows per band r; bands x rows must be <= --num-perm", type=int,
+        check=integers(1), group=MINHASH, default_text="chosen with --bands")
+    target_recall: float = option(
+        0.99, "candidate probability at the threshold used to choose b and r",
+        check=numbers("a number in (0, 1)", lambda v: 0 < v < 1), group=MINHASH)
+    shingle: str = option(
+        "word", "shingle kind: 'word' k-grams or 'char' k-grams (short texts, scripts "
+        "without spaces)", choices=SHINGLE_KINDS)
+    k: int | None = option(
+        None, "shingle length in words or characters", type=int, check=integers(1, 64),
+        default_text=", ".join(f"{n} ({kind})" for kind, n in DEFAULT_K.items()))
+    seed: int = option(
+        1, "seed of the shingle hashes and MinHash permutations; same seed, same signatures "
+        "on every machine", check=integers(0, 2**31 - 1))
+    keep: str = option(
+        "min-id", "which member of a duplicate cluster is kept: 'min-id' (smallest id) or "
+        "'longest' (most characters, ties to the smallest id)", choices=KEEP_POLICIES)
+    max_bucket_size: int = option(
+        5000, "buckets with more members get star edges to their smallest id instead of all "
+        "pairs", check=integers(2), group=LIMITS)
+    block_min_size: int = option(
+        32, "buckets with at least this many members (and at most --max-bucket-size) are "
+        "verified as one block by a matrix product instead of pair by pair",
+        check=integers(2), group=LIMITS)
+    max_family_size: int = option(
+        3000, "a family of large buckets (connected blocks) with more members writes only a "
+        "spanning forest of its verified pairs to pairs/; the clusters are the same as when "
+        "every pair is listed", check=integers(2), group=LIMITS)
+    max_text_chars: int = option(
+        20_000_000, "documents longer than this many characters are rejected",
+        check=integers(1), group=LIMITS)
+    max_cc_iterations: int = option(
+        64, "round limit of the connected-components loop (an error, never a partial answer)",
+        check=integers(1), group=LIMITS)
+    checkpoint_dir: str | None = option(
+        None, "reliable checkpoint directory for clustering (HDFS or an object store on a "
+        "cluster)", type=str, check=PATH,
+        default_text="a temporary folder inside --output, removed at the end")
+    method: str = option(
+        "minhash", "LSH family: 'minhash' (Jaccard), 'simhash' (Hamming distance of 64-bit "
+        "fingerprints), 'hyperplane' (cosine of --vector-col), 'pstable' (Euclidean distance "
+        "of --vector-col)", choices=METHODS)
+    simhash: SimHashConfig = section(SimHashConfig)
+    vectors: VectorConfig = section(VectorConfig)
+    # Set on construction: the (b, r) actually used.
+    _band_params: tuple[int, int] = field(default=(0, 0), init=False, repr=False,
+                                          compare=False)
 
-    def __post_init__(self) -> None:
-        def bad(key: str, allowed: str, value: Any) -> ConfigError:
-            return ConfigError(f"{_flag(key)}: got {value!r}; allowed: {allowed}")
+    def __init__(self, **values: Any) -> None:
+        for f in dataclasses.fields(self):
+            if "section" in f.metadata:
+                cls = f.metadata["section"]
+                own = {key: values.pop(key) for key in options(cls) if key in values}
+                given = values.pop(f.name, None)
+                value = cls(**own) if given is None else dataclasses.replace(given, **own)
+            elif f.init:
+                value = values.pop(f.name, f.default)
+            else:
+                continue
+            object.__setattr__(self, f.name, value)
+        if values:
+            raise TypeError(f"DedupConfig() got unexpected keyword arguments: "
+                            f"{', '.join(values)}")
+        self._validate()
 
-        if self.format is not None and self.format not in FORMATS:
-            raise bad("format", " | ".join(FORMATS), self.format)
-        for key in ("id_col", "text_col"):
-            value = getattr(self, key)
-            if not isinstance(value, str) or not value:
-                raise bad(key, "a non-empty column name", value)
+    def _validate(self) -> None:
+        """Each option, then the checks across options; sets the (b, r) used."""
+        check_options(self)
         if self.id_col == self.text_col:
-            raise bad("id_col", "a column other than --text-col", self.id_col)
-        if self.text_unit not in TEXT_UNITS:
-            raise bad("text_unit", " | ".join(TEXT_UNITS), self.text_unit)
-        if not _is_number(self.threshold) or not 0 < self.threshold <= 1:
-            raise bad("threshold", "a number in (0, 1]", self.threshold)
-        if not _is_number(self.target_recall) or not 0 < self.target_recall < 1:
-            raise bad("target_recall", "a number in (0, 1)", self.target_recall)
-        if not _is_int(self.num_perm) or not 1 <= self.num_perm <= 4096:
-            raise bad("num_perm", "an integer from 1 to 4096", self.num_perm)
-        for key in ("bands", "rows"):
-            value = getattr(self, key)
-            if value is not None and (not _is_int(value) or value < 1):
-                raise bad(key, "a positive integer", value)
-        if self.shingle not in SHINGLE_KINDS:
-            raise bad("shingle", " | ".join(SHINGLE_KINDS), self.shingle)
-        if self.k is not None and (not _is_int(self.k) or not 1 <= self.k <= 64):
-            raise bad("k", "an integer from 1 to 64", self.k)
-        if not _is_int(self.seed) or not 0 <= self.seed < 2**31:
-            raise bad("seed", "an integer from 0 to 2147483647", self.seed)
-        if self.keep not in KEEP_POLICIES:
-            raise bad("keep", " | ".join(KEEP_POLICIES), self.keep)
-        if not _is_int(self.max_bucket_size) or self.max_bucket_size < 2:
-            raise bad("max_bucket_size", "an integer >= 2", self.max_bucket_size)
-        if not _is_int(self.block_min_size) or self.block_min_size < 2:
-            raise bad("block_min_size", "an integer >= 2", self.block_min_size)
-        if not _is_int(self.max_family_size) or self.max_family_size < 2:
-            raise bad("max_family_size", "an integer >= 2", self.max_family_size)
-        if not _is_int(self.max_text_chars) or self.max_text_chars < 1:
-            raise bad("max_text_chars", "a positive integer", self.max_text_chars)
-        if not _is_int(self.max_cc_iterations) or self.max_cc_iterations < 1:
-            raise bad("max_cc_iterations", "a positive integer", self.max_cc_iterations)
-
-        if self.method not in METHODS:
-            raise bad("method", " | ".join(METHODS), self.method)
-        if not _is_int(self.max_hamming) or not 0 <= self.max_hamming <= 32:
-            raise bad("max_hamming", "an integer from 0 to 32", self.max_hamming)
-        if self.simhash_blocks is not None and (
-                not _is_int(self.simhash_blocks)
-                or not self.max_hamming < self.simhash_blocks <= 64):
-            raise bad("simhash_blocks", f"an integer from --max-hamming + 1 "
-                      f"({self.max_hamming + 1}) to 64", self.simhash_blocks)
-        if self.simhash_weight not in SIMHASH_WEIGHTS:
-            raise bad("simhash_weight", " | ".join(SIMHASH_WEIGHTS), self.simhash_weight)
-        if not isinstance(self.verify_jaccard, bool):
-            raise bad("verify_jaccard", "true | false", self.verify_jaccard)
-        if not isinstance(self.vector_col, str) or not self.vector_col:
-            raise bad("vector_col", "a non-empty column name", self.vector_col)
-        for key in ("max_distance", "bucket_width"):
-            value = getattr(self, key)
-            if value is not None and (not _is_number(value) or value <= 0):
-                raise bad(key, "a positive number", value)
-        if self.method == "pstable" and self.max_distance is None:
+            raise ConfigError(f"--id-col: got {self.id_col!r}; allowed: a column other than "
+                              "--text-col")
+        if self.method == "pstable" and self.vectors.max_distance is None:
             raise ConfigError("--max-distance: required with --method pstable; allowed: a "
                               "positive number (pairs at most this far apart are duplicates)")
+        object.__setattr__(self, "_band_params", self._choose_bands())
 
+    def _choose_bands(self) -> tuple[int, int]:
+        """The (b, r) given, the one derived from the other, or the recall-biased choice."""
         b, r = self.bands, self.rows
         if b is None and r is None:
             from lsh_spark.banding import choose_bands
@@ -154,33 +476,25 @@ class DedupConfig:
         elif b is None:
             b = self.num_perm // r
             if b < 1:
-                raise bad("rows", f"at most --num-perm ({self.num_perm})", r)
+                raise ConfigError(f"--rows: got {r!r}; allowed: at most --num-perm "
+                                  f"({self.num_perm})")
         elif r is None:
             r = self.num_perm // b
             if r < 1:
-                raise bad("bands", f"at most --num-perm ({self.num_perm})", b)
+                raise ConfigError(f"--bands: got {b!r}; allowed: at most --num-perm "
+                                  f"({self.num_perm})")
         if b * r > self.num_perm:
             raise ConfigError(
                 f"--bands x --rows: {b} x {r} = {b * r} exceeds --num-perm {self.num_perm}; "
                 "allowed: bands * rows <= num-perm"
             )
-        object.__setattr__(self, "_band_params", (int(b), int(r)))
+        return int(b), int(r)
 
     # -- derived values -------------------------------------------------
     @property
     def measure(self) -> str:
         """The column of ``pairs/`` holding the method's exact measure."""
         return MEASURES[self.method]
-
-    @property
-    def blocks(self) -> int:
-        """SimHash blocks B (``C(B, max_hamming)`` tables)."""
-        return self.simhash_blocks or min(64, self.max_hamming + 3)
-
-    @property
-    def width(self) -> float:
-        """p-stable bucket width w (default four times --max-distance)."""
-        return float(self.bucket_width or 4.0 * (self.max_distance or 1.0))
 
     def row_probability(self, at: float | None = None) -> float:
         """Probability that one hash (one band row) agrees for a pair at the
@@ -190,7 +504,8 @@ class DedupConfig:
         if self.method == "hyperplane":
             return hyperplane_probability(self.threshold if at is None else at)
         if self.method == "pstable":
-            return pstable_probability(self.max_distance if at is None else at, self.width)
+            distance = self.vectors.max_distance if at is None else at
+            return pstable_probability(distance, self.vectors.width)
         return self.threshold if at is None else at
 
     @property
@@ -202,37 +517,34 @@ class DedupConfig:
         """``(b, r)``: the user's choice, or the recall-biased default."""
         return self._band_params
 
+    def flat(self) -> dict[str, Any]:
+        """The values as given, under their flat keys (what :meth:`from_mapping` takes)."""
+        return option_values(self)
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain parameters, as written into ``report.json``."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.repr}
+        """Plain parameters with the values actually used, as written into ``report.json``."""
+        out = self.flat()
         out["k"] = self.shingle_k
         out["bands"], out["rows"] = self.band_params()
         if self.method == "simhash":
-            out["simhash_blocks"] = self.blocks
+            out["simhash_blocks"] = self.simhash.blocks
         if self.method == "pstable":
-            out["bucket_width"] = self.width
+            out["bucket_width"] = self.vectors.width
         return out
 
     # -- construction from files and flags -------------------------------
     @classmethod
     def keys(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls) if f.repr]
+        """The flat option keys, in field order (flags without the dashes)."""
+        return list(options(cls))
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], source: str = "config") -> "DedupConfig":
+    def from_mapping(cls, values: Mapping[str, Any], source: str = "config") -> DedupConfig:
         """Build from a mapping whose keys are flag names (dashes or underscores).
 
         Unknown keys are an error naming the key and the allowed keys.
         """
-        allowed = cls.keys()
-        kwargs: dict[str, Any] = {}
-        for raw_key, value in values.items():
-            key = str(raw_key).replace("-", "_")
-            if key not in allowed:
-                names = ", ".join(k.replace("_", "-") for k in allowed)
-                raise ConfigError(f"{source}: unknown key {raw_key!r}; allowed keys: {names}")
-            kwargs[key] = value
-        return cls(**kwargs)
+        return cls(**normalize_keys(values, cls.keys(), source))
 
 
 def load_yaml(path: str) -> dict[str, Any]:

@@ -302,7 +302,7 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
     from lsh_spark.config import VECTOR_METHODS
 
     if cfg.method in VECTOR_METHODS:
-        _check_vector_col(df, cfg.vector_col)
+        _check_vector_col(df, cfg.vectors.vector_col)
     elif cfg.text_col not in df.columns:
         cols = ", ".join(c for c in df.columns if c not in (CORRUPT, "file_path"))
         raise ConfigError(f"--text-col: column {cfg.text_col!r} not in input; columns: {cols}")

@@ -182,7 +182,7 @@ def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: Ded
         else:
             prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
             ok = F.col("reason").isNull()
-            tf = cfg.method == "simhash" and cfg.simhash_weight == "tf"
+            tf = cfg.method == "simhash" and cfg.simhash.simhash_weight == "tf"
             features = add_shingles(prepared.select(
                 "id", "text_len", "reason",
                 F.when(ok, text_hash(F.col("norm"), cfg.seed)).alias("text_hash"),
@@ -297,7 +297,8 @@ def stage_vector_signatures(spark: SparkSession, input_path: str, out: Output,
     with timer("read"):
         raw, facts = read_corpus(spark, input_path, cfg)
     with timer("signatures"):
-        v = as_double_array(F.col(cfg.vector_col), raw.schema[cfg.vector_col].dataType)
+        v = as_double_array(F.col(cfg.vectors.vector_col),
+                            raw.schema[cfg.vectors.vector_col].dataType)
         vecs = raw.select("id", v.alias("vector"), "reject_reason")
         top = (vecs.filter(F.col("vector").isNotNull()).groupBy(F.size("vector").alias("n"))
                .count().orderBy(F.col("count").desc(), "n").first())
@@ -308,7 +309,7 @@ def stage_vector_signatures(spark: SparkSession, input_path: str, out: Output,
         out.write(vectors, "vectors")
         vecs = _checked_ids(spark, out, "vectors")
         ok = vecs.filter(F.col("reason").isNull())
-        sigs = add_vector_signatures(ok, cfg.method, dim, cfg.num_perm, cfg.seed, cfg.width)
+        sigs = add_vector_signatures(ok, cfg.method, dim, cfg.num_perm, cfg.seed, cfg.vectors.width)
         # Identical vectors share a 32-byte digest: the exact-duplicate key.
         digest = F.unhex(F.sha2(F.concat_ws(",", F.col("vector").cast("array<string>")), 256))
         out.write(sigs.join(ok.select("id", digest.alias("text_hash"),
@@ -334,8 +335,8 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig,
     block_min = cfg.block_min_size if cfg.method == "minhash" else None
     with timer("candidates"):
         if cfg.method == "simhash":
-            rows = explode_tables(sigs, cfg.max_hamming, cfg.blocks, "text_hash")
-            b = math.comb(cfg.blocks, cfg.max_hamming)
+            rows = explode_tables(sigs, cfg.simhash.max_hamming, cfg.simhash.blocks, "text_hash")
+            b = math.comb(cfg.simhash.blocks, cfg.simhash.max_hamming)
         else:
             rows = explode_bands(sigs, b, r, "text_hash")
         buckets = bucket_members(rows).persist()
@@ -384,13 +385,16 @@ def banding_section(cfg: DedupConfig) -> dict[str, Any]:
     """The report's description of how candidates are formed, with the S-curve:
     the probability that a pair becomes a candidate, by similarity (or distance)."""
     if cfg.method == "simhash":
-        bounds = block_bounds(cfg.blocks)
+        bounds = block_bounds(cfg.simhash.blocks)
         return {
-            "method": "simhash", "max_hamming": cfg.max_hamming, "blocks": cfg.blocks,
-            "tables": math.comb(cfg.blocks, cfg.max_hamming),
+            "method": "simhash", "max_hamming": cfg.simhash.max_hamming,
+            "blocks": cfg.simhash.blocks,
+            "tables": math.comb(cfg.simhash.blocks, cfg.simhash.max_hamming),
             "key_bits": sorted({sum(w for _, w in c) for c in
-                                combinations(bounds, cfg.blocks - cfg.max_hamming)}),
-            "guarantee": f"every pair within Hamming distance {cfg.max_hamming} shares a key",
+                                combinations(bounds,
+                                             cfg.simhash.blocks - cfg.simhash.max_hamming)}),
+            "guarantee": f"every pair within Hamming distance {cfg.simhash.max_hamming} "
+                         "shares a key",
         }
     b, r = cfg.band_params()
     section = {
@@ -406,8 +410,8 @@ def banding_section(cfg: DedupConfig) -> dict[str, Any]:
         section["s_curve"] = [{"cosine": p["s"], "p": candidate_probability(
             cfg.row_probability(p["s"]), b, r)} for p in s_curve(b, r)]
     else:
-        top = 3 * float(cfg.max_distance)
-        section["bucket_width"] = cfg.width
+        top = 3 * float(cfg.vectors.max_distance)
+        section["bucket_width"] = cfg.vectors.width
         section["s_curve"] = [{"distance": round(top * i / 20, 6), "p": candidate_probability(
             cfg.row_probability(top * i / 20), b, r)} for i in range(21)]
     return section
@@ -637,12 +641,12 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
     measure = cfg.measure
     first = 0
     if cfg.method == "simhash":
-        key, scale, n_bins = F.col(measure), 1.0, cfg.max_hamming + 1
+        key, scale, n_bins = F.col(measure), 1.0, cfg.simhash.max_hamming + 1
     elif cfg.method == "hyperplane":
         key, scale, n_bins = _twentieth(F.col(measure)), 20.0, 20
         first = _twentieth_of(cfg.threshold)  # cosine >= threshold
     else:
-        step = float(cfg.max_distance) / 20
+        step = float(cfg.vectors.max_distance) / 20
         key, scale, n_bins = F.least(F.floor(F.col(measure) / F.lit(step)), F.lit(19)), 1 / step, 20
 
     def write_pairs(pairs: DataFrame) -> Observation:
@@ -666,8 +670,8 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
                 value = hamming(F.col("simhash_a"), F.col("simhash_b"))
                 near = (join_sides(cands, sigs, "simhash")
                         .select("id_a", "id_b", value.alias(measure))
-                        .filter(F.col(measure) <= cfg.max_hamming))
-                if cfg.verify_jaccard:
+                        .filter(F.col(measure) <= cfg.simhash.max_hamming))
+                if cfg.simhash.verify_jaccard:
                     ids = candidate_ids(near).persist(StorageLevel.MEMORY_AND_DISK)
                     try:
                         sh = _only(_read(spark, out, "shingles").filter(
@@ -690,7 +694,7 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
                             return v >= F.lit(float(cfg.threshold))
                     else:
                         def ok(v: Column) -> Column:
-                            return v <= F.lit(float(cfg.max_distance))
+                            return v <= F.lit(float(cfg.vectors.max_distance))
                     near = verify_module.kept_where(
                         join_sides(cands, needed, "vector"), ["id_a", "id_b"],
                         fn(F.col("vector_a"), F.col("vector_b")), measure, ok)

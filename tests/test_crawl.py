@@ -334,16 +334,14 @@ def test_cli_arguments_and_config_file(tmp_path, spark):
     conf = tmp_path / "crawl.yaml"
     conf.write_text("keep: newest\nthreshold: 0.85\n")
     args, cfg = parse(job.build_crawl_parser(),
-                      ["--batch", "b", "--index", "i", "--output", "o", "--config", str(conf)],
-                      job_keys={"keep": "crawl_keep"})
-    assert args.crawl_keep == "newest" and cfg.threshold == 0.85
+                      ["--batch", "b", "--index", "i", "--output", "o", "--config", str(conf)])
+    assert args.keep == "newest" and cfg.threshold == 0.85
     args, _ = parse(job.build_crawl_parser(), ["--batch", "b", "--index", "i", "--output", "o",
-                                               "--config", str(conf), "--keep", "oldest"],
-                    job_keys={"keep": "crawl_keep"})
-    assert args.crawl_keep == "oldest"  # the command line wins
+                                               "--config", str(conf), "--keep", "oldest"])
+    assert args.keep == "oldest"  # the command line wins
     with pytest.raises(SystemExit) as exc:
         parse(job.build_crawl_parser(), ["--batch", "b", "--index", "i", "--output", "o",
-                                         "--keep", "min-id"], job_keys={"keep": "crawl_keep"})
+                                         "--keep", "min-id"])
     assert exc.value.code == 2
     with pytest.raises(ConfigError, match="--batch: path does not exist"):
         run_crawl_batch(spark, str(tmp_path / "missing"), str(tmp_path / "i"),
