@@ -27,7 +27,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -47,8 +46,6 @@ from quality import (
     read_parquet,
     usable,
 )
-
-from lsh_spark.session import local_master
 
 # Reading a process's proportional set size walks its page tables: about 80-95 ms
 # for a JVM of 4 GiB on this machine, so polling it every 0.2 s took a third
@@ -94,38 +91,28 @@ def tree_memory(procs: list[psutil.Process]) -> int:
     return total
 
 
-def setup_jvm_env() -> dict:
-    """The driver JVM's options of ``scripts/setup-env.sh``, for a shell that has not
-    sourced it.
+def local_master(master: str) -> bool:
+    """Whether ``master`` runs every task in the driver's JVM: ``local``,
+    ``local[n]``, ``local[n, retries]``; not ``local-cluster``, whose executors
+    are JVMs of their own."""
+    return master == "local" or master.startswith("local[")
 
-    lsh-spark's jobs are tuned for a driver started with the set-up's class-data
-    sharing archive, JIT thresholds and collector (``scripts/jvm-opts.sh``);
-    without them its 41k comparison ran 70.3 s against 61.0 s with them (README,
-    "This session's runs").  Returns
-    ``SPARK_SUBMIT_OPTS``, ``LSH_SPARK_JIT_OPTS`` and ``LSH_SPARK_GC_OPTS`` as
-    that shell would have them (empty if the environment already has them, so
-    a sourced shell's choices, ``LSH_SPARK_JIT=0`` say, are kept).  Builds nothing:
-    the archive is used only if the set-up made it.
+
+def spark_settings(system: str, master: str) -> list[str]:
+    """spark-submit arguments of Spark system ``system`` beyond master and memory.
+
+    Both get conf/log4j2.properties.  On a local master, lsh-spark runs with
+    conf/local.properties (its JVM options, no web UI, ...), as scripts/demo.sh
+    runs it; the MLlib peer keeps the JVM's default collector and JIT and only
+    runs without the web UI too (a setting of the machine, not of either algorithm).
     """
-    if "LSH_SPARK_JIT_OPTS" in os.environ or "LSH_SPARK_GC_OPTS" in os.environ:
-        return {}
-    out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "jvm-opts.sh")],
-                         check=True, capture_output=True, text=True).stdout
-    found = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    print("note: this shell has not sourced scripts/setup-env.sh; lsh-spark's driver "
-          "gets its JVM options from scripts/jvm-opts.sh: "
-          + (found.get("SPARK_SUBMIT_OPTS") or "(none)"), file=sys.stderr, flush=True)
-    return found
-
-
-def peer_opts(env: Mapping[str, str]) -> str:
-    """``env``'s ``SPARK_SUBMIT_OPTS`` without lsh-spark's own JVM tuning from
-    scripts/setup-env.sh: the JIT thresholds (``LSH_SPARK_JIT_OPTS``), which made MLlib 15% slower, and
-    the collector (``LSH_SPARK_GC_OPTS``), which made no difference to it (278.4 s
-    with Parallel GC, 280.7 s with G1 on the 41k corpus), so the peers run with
-    the JVM's defaults."""
-    ours = (env.get("LSH_SPARK_JIT_OPTS", "") + " " + env.get("LSH_SPARK_GC_OPTS", "")).split()
-    return " ".join(o for o in env.get("SPARK_SUBMIT_OPTS", "").split() if o not in ours)
+    log4j = f"-Dlog4j2.configurationFile=file:{ROOT}/conf/log4j2.properties"
+    out = ["--conf", f"spark.driver.defaultJavaOptions={log4j}"]
+    if not local_master(master):
+        return out
+    if system == "lsh-spark":
+        return out + ["--properties-file", os.path.join(ROOT, "conf", "local.properties")]
+    return out + ["--conf", "spark.ui.enabled=false"]
 
 
 def run_measured(cmd: list[str], env: dict | None = None) -> dict:
@@ -298,30 +285,23 @@ def main() -> None:
         check_fields(args.warmup, "id", "text")
         warm_fields = []
     os.makedirs(args.work, exist_ok=True)
-    env_lsh = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    env_lsh.update(setup_jvm_env())
-    # The peers run with the JVM's default JIT and collector (see peer_opts).
-    peer_env = dict(env_lsh, SPARK_SUBMIT_OPTS=peer_opts({**os.environ, **env_lsh}))
-    log4j = f"-Dlog4j2.configurationFile=file:{ROOT}/conf/log4j2.properties"
-    submit = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory,
-              "--driver-java-options", log4j]
+    env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    submit = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory]
     n_docs = sum(1 for line in corpus_lines(args.corpus) if line.strip())
 
     def command(system: str, corpus: str, out: str, fields: list[str] = fields) -> list[str]:
         if system == "lsh-spark":
-            cmd = submit + [os.path.join(ROOT, "jobs", "dedup.py"), "--input", corpus,
-                            "--output", out, "--threshold", str(args.threshold)] + fields
+            cmd = submit + spark_settings(system, args.master) + [
+                os.path.join(ROOT, "jobs", "dedup.py"), "--input", corpus,
+                "--output", out, "--threshold", str(args.threshold)] + fields
             if args.max_bucket_size:
                 cmd += ["--max-bucket-size", str(args.max_bucket_size)]
             return cmd + ["--max-family-size", str(args.max_family_size or max(n_docs, 2))]
         if system == "mllib":
-            # Without the web UI, as lsh-spark runs on a local master by default
-            # (lsh_spark.session.context_defaults): a setting of the machine,
-            # not of either algorithm.
-            ui = ["--conf", "spark.ui.enabled=false"] if local_master(args.master) else []
-            return submit + ui + [os.path.join(HERE, "peer_mllib.py"), "--corpus", corpus,
-                             "--out", out, "--threshold", str(args.threshold),
-                             "--tables", str(args.mllib_tables)] + fields
+            return submit + spark_settings(system, args.master) + [
+                os.path.join(HERE, "peer_mllib.py"), "--corpus", corpus,
+                "--out", out, "--threshold", str(args.threshold),
+                "--tables", str(args.mllib_tables)] + fields
         if system == "datasketch":
             return [sys.executable, os.path.join(HERE, "peer_datasketch.py"), "--corpus",
                     corpus, "--out", out, "--threshold", str(args.threshold)] + fields
@@ -337,7 +317,6 @@ def main() -> None:
                 continue  # failed in an earlier round: reported as it failed
             out = os.path.join(args.work, system)
             subprocess.run(["rm", "-rf", out], check=True)
-            env = env_lsh if system == "lsh-spark" else peer_env
             if args.warmup and round_no == 0:
                 warm = os.path.join(args.work, "warmup", system)
                 subprocess.run(["rm", "-rf", warm], check=True)

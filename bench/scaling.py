@@ -36,7 +36,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from compare import run_measured, spark_submit  # noqa: E402
+from compare import run_measured, spark_settings, spark_submit  # noqa: E402
 from reference import jaccard, word_shingles  # noqa: E402
 
 STAGES = ("read", "signatures", "candidates", "verify", "cluster", "deduped")
@@ -93,8 +93,7 @@ def run_one(args: argparse.Namespace, n: int, share: float) -> dict:
     path = corpus(args, n, share)
     out = os.path.join(args.work, f"run-{n}-t{share:g}")
     cmd = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory,
-           "--driver-java-options",
-           f"-Dlog4j2.configurationFile=file:{os.path.join(ROOT, 'conf', 'log4j2.properties')}",
+           *spark_settings("lsh-spark", args.master),
            os.path.join(ROOT, "jobs", "dedup.py"), "--input", path, "--output", out,
            "--overwrite", "--threshold", str(args.threshold)]
     print(f"running n={n} template-share={share:g} ...", flush=True)

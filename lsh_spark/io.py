@@ -5,21 +5,26 @@ column, or a derived deterministic id) and ``reject_reason`` (non-null for
 records that could not be parsed or lack an id), so that every input record
 can be accounted for in ``clusters/`` or ``rejects/``.
 
+Spark reads and writes the data; :class:`FileSystem` (``pyarrow.fs``, on the
+driver) checks paths, lists files and writes markers, manifests and JSON.
 Writers stage every output under a hidden sibling directory and rename it into
-place at the end (Hadoop ``FileSystem.rename``: atomic on HDFS and local disks;
-on object stores, the ``_SUCCESS`` marker written last is the signal a run
-finished).
+place at the end (atomic on local disks and HDFS), writing ``_SUCCESS`` last:
+a failed or killed run leaves no half output under the real name.  On S3, where
+a rename is a copy, the ``_SUCCESS`` marker (copied last) is the signal a run
+finished.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import re
 import uuid
 from typing import Any
 
-from py4j.java_gateway import JavaClass
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -40,59 +45,140 @@ class InputError(ValueError):
     """The input cannot be processed at all (missing, wrong layout, duplicate ids)."""
 
 
-# -- Hadoop file system helpers ---------------------------------------------
+# -- file system helpers ----------------------------------------------------
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+_S3_SCHEMES = ("s3", "s3a", "s3n")
+SUPPORTED_SCHEMES = "local paths, file:, hdfs://, s3://, s3a://, s3n://"
+
+
+def _split(path: str) -> tuple[str, str, str]:
+    """``(scheme, authority, path)`` of a path or URI, as Hadoop's ``Path`` parses
+    them: ``hdfs://nn:8020/a`` gives ``("hdfs", "nn:8020", "/a")``, ``/a`` and
+    ``a`` give ``("", "", ...)``, ``//a`` (no scheme) is local ``/a``."""
+    m = _SCHEME.match(path)
+    scheme, rest = (m.group(1).lower(), path[m.end():]) if m else ("", path)
+    authority = ""
+    if scheme and rest.startswith("//"):
+        authority, _, rest = rest[2:].partition("/")
+        rest = "/" + rest
+    return scheme, authority, rest
+
+
+def _normalized(path: str) -> str:
+    """An absolute path without ``.``, ``..``, doubled or trailing slashes;
+    a relative one is taken from the working directory."""
+    path = posixpath.normpath(posixpath.join(os.getcwd(), path))
+    return "/" + path.lstrip("/")
+
+
+def _arrow_fs(spark: SparkSession, scheme: str, authority: str, path: str) -> pafs.FileSystem:
+    """The pyarrow file system of URIs with ``scheme`` and ``authority``."""
+    if scheme in ("", "file"):
+        return pafs.LocalFileSystem()
+    if scheme in _S3_SCHEMES:
+        # An S3-compatible store (MinIO, ...) configured for Spark's S3A connector.
+        endpoint = spark.conf.get("spark.hadoop.fs.s3a.endpoint", None)
+        if endpoint:
+            http = endpoint.startswith("http://")
+            return pafs.S3FileSystem(endpoint_override=endpoint.split("://")[-1],
+                                     scheme="http" if http else "https")
+        return pafs.FileSystem.from_uri(f"s3://{authority}/")[0]
+    if scheme == "hdfs":
+        try:
+            return pafs.FileSystem.from_uri(f"hdfs://{authority or 'default'}/")[0]
+        except OSError as exc:
+            raise OSError(f"cannot open HDFS for {path} ({exc}); the driver needs libhdfs "
+                          "(ARROW_LIBHDFS_DIR) and Hadoop's jars (CLASSPATH=$(hadoop "
+                          "classpath --glob))") from None
+    raise ConfigError(f"{path}: file system {scheme!r} is not supported; "
+                      f"supported: {SUPPORTED_SCHEMES}")
+
+
 class FileSystem:
-    """Thin wrapper over the JVM Hadoop FileSystem of a path (local, HDFS, S3A, ...)."""
+    """The file system of ``path`` (local, HDFS, S3), through ``pyarrow.fs`` on the
+    driver: existence checks, listings, markers, manifests, JSON and renames.
+    The data itself is read and written by Spark.
+
+    Methods take paths on the same file system as ``path``, as plain paths or
+    URIs; they name files by :meth:`qualify`'s strings (``file:/abs/path``,
+    ``hdfs://nn:8020/path``, ``s3a://bucket/key``).  Plain paths are local files
+    (on a cluster whose default file system is HDFS, pass ``hdfs://`` URIs).
+    """
 
     def __init__(self, spark: SparkSession, path: str):
-        jvm = spark.sparkContext._jvm
-        self._jvm = jvm
-        # Hadoop's Path class, named in full: ``jvm.org.apache.hadoop.fs.Path``
-        # asks the JVM about each package on the way (five Py4J calls per
-        # path; 180 calls, 0.28 s of the driver's time in a 40k run).
-        self._path_class = JavaClass("org.apache.hadoop.fs.Path", jvm._gateway_client)
-        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
-        self._fs = self._p(path).getFileSystem(self._conf)
+        self._scheme, self._authority, _ = _split(path)
+        if self._scheme == "":
+            self._scheme = "file"
+        self._local = self._scheme == "file"
+        self._fs = _arrow_fs(spark, self._scheme, self._authority, path)
 
-    def _p(self, path: str):
-        return self._path_class(path)
-
-    def exists(self, path: str) -> bool:
-        return bool(self._fs.exists(self._p(path)))
-
-    def is_dir(self, path: str) -> bool:
-        return bool(self._fs.getFileStatus(self._p(path)).isDirectory())
+    def _p(self, path: str) -> str:
+        """``path`` as pyarrow names it on this file system."""
+        scheme, authority, rest = _split(path)
+        if (scheme or "file", authority) != (self._scheme, self._authority):
+            raise ValueError(f"{path} is not on the file system of "
+                             f"{self._scheme}://{self._authority}")
+        rest = _normalized(rest)
+        return f"{authority}{rest}".rstrip("/") if self._scheme in _S3_SCHEMES else rest
 
     def qualify(self, path: str) -> str:
-        return str(self._fs.makeQualified(self._p(path)).toString())
+        """``path`` in full: ``file:/abs/path`` for a local one (Hadoop's form, which
+        Spark's ``_metadata.file_path`` uses), ``scheme://authority/path`` otherwise."""
+        rest = _normalized(_split(path)[2])
+        if self._local:
+            return "file:" + rest
+        return f"{self._scheme}://{self._authority}{rest}"
+
+    def _info(self, path: str) -> pafs.FileInfo:
+        return self._fs.get_file_info(self._p(path))
+
+    def _checksum(self, name: str) -> bool:
+        """Whether ``name`` is a checksum file Hadoop's local file system writes beside
+        each file (``.part-0.parquet.crc``): Hadoop leaves them out of listings and sizes."""
+        return self._local and name.startswith(".") and name.endswith(".crc")
+
+    def _files(self, path: str) -> list[tuple[str, pafs.FileInfo]]:
+        """``(qualified name, info)`` of every file below ``path`` (or of the file)."""
+        info = self._info(path)
+        if info.type != pafs.FileType.Directory:
+            return [(self.qualify(path), info)] if info.type == pafs.FileType.File else []
+        root, base = self.qualify(path), self._p(path)
+        found = self._fs.get_file_info(pafs.FileSelector(base, recursive=True))
+        return [(root + "/" + f.path[len(base):].lstrip("/"), f) for f in found
+                if f.type == pafs.FileType.File and not self._checksum(f.base_name)]
+
+    def exists(self, path: str) -> bool:
+        return self._info(path).type != pafs.FileType.NotFound
+
+    def is_dir(self, path: str) -> bool:
+        return self._info(path).type == pafs.FileType.Directory
 
     def fingerprint(self, path: str) -> tuple:
-        """``(name, length, modification time)`` of every data file below ``path``
-        (recursively), skipping hidden and ``_`` files, sorted by name."""
-        it = self._fs.listFiles(self._p(path), True)
-        out = []
-        while it.hasNext():
-            st = it.next()
-            name = str(st.getPath().toString())
-            if not posixpath.basename(name).startswith((".", "_")):
-                out.append((name, int(st.getLen()), int(st.getModificationTime())))
-        return tuple(sorted(out))
+        """``(name, length, modification time in ms)`` of every data file below
+        ``path`` (recursively), skipping hidden and ``_`` files, sorted by name."""
+        return tuple(sorted(
+            (name, f.size, (f.mtime_ns or 0) // 1_000_000) for name, f in self._files(path)
+            if not posixpath.basename(name).startswith((".", "_"))))
 
     def list_names(self, path: str) -> list[str]:
         """Names of the direct children of directory ``path`` (empty if it is absent)."""
-        if not self.exists(path):
-            return []
-        return sorted(str(st.getPath().getName()) for st in self._fs.listStatus(self._p(path)))
+        info = self._info(path)
+        if info.type != pafs.FileType.Directory:
+            return [info.base_name] if info.type == pafs.FileType.File else []
+        found = self._fs.get_file_info(pafs.FileSelector(self._p(path)))
+        return sorted(f.base_name for f in found if not self._checksum(f.base_name))
 
     def rename_new(self, src: str, dst: str) -> bool:
         """Rename ``src`` to ``dst`` unless ``dst`` exists; False if it does.
 
-        On HDFS the rename itself refuses an existing destination (atomic); on
-        other file systems the check runs just before the rename.
+        The check runs just before the rename: two runs committing the same
+        name at the same moment are told apart by the version check before it
+        (see ``CrawlIndex.commit``).
         """
         if self.exists(dst):
             return False
-        return bool(self._fs.rename(self._p(src), self._p(dst)))
+        self.rename(src, dst)
+        return True
 
     def list_files(self, path: str) -> list[str]:
         """Data files below ``path`` (recursively), skipping hidden and ``_`` files."""
@@ -100,65 +186,75 @@ class FileSystem:
 
     def parquet_row_groups(self, path: str) -> tuple[int, int, int]:
         """``(files, row groups, rows)`` of the Parquet files below ``path``, from
-        their footers (read by the JVM's Parquet reader: any Hadoop file system)."""
-        jvm = self._jvm
+        their footers."""
         files = groups = rows = 0
         for name in self.list_files(path):
-            if not name.endswith(".parquet"):
-                continue
-            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
-                jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
-                    self._p(name), self._conf))
-            try:
-                groups += int(reader.getRowGroups().size())
-                rows += int(reader.getRecordCount())
-            finally:
-                reader.close()
-            files += 1
+            if name.endswith(".parquet"):
+                with self._fs.open_input_file(self._p(name)) as fh:
+                    meta = pq.read_metadata(fh)
+                files, groups, rows = files + 1, groups + meta.num_row_groups, rows + meta.num_rows
         return files, groups, rows
 
     def size_bytes(self, path: str) -> int:
         """Total length of the files below ``path`` (or of the file itself)."""
-        return int(self._fs.getContentSummary(self._p(path)).getLength())
+        return sum(f.size for _, f in self._files(path))
 
     def delete(self, path: str) -> None:
-        if self.exists(path):
-            self._fs.delete(self._p(path), True)
+        """Delete the file or directory ``path`` (nothing if it is absent)."""
+        info = self._info(path)
+        if info.type == pafs.FileType.Directory:
+            self._fs.delete_dir(self._p(path))
+        elif info.type == pafs.FileType.File:
+            self._fs.delete_file(self._p(path))
+            self._drop_checksum(path)
+
+    def _drop_checksum(self, path: str) -> None:
+        """Remove the checksum file Hadoop wrote beside local file ``path`` (a file
+        an older lsh-spark wrote), which would not match a new content."""
+        if self._local:
+            parent, name = posixpath.split(self._p(path))
+            crc = f"{parent}/.{name}.crc"
+            if self._fs.get_file_info(crc).type == pafs.FileType.File:
+                self._fs.delete_file(crc)
 
     def rename(self, src: str, dst: str) -> None:
-        parent = self._p(dst).getParent()
-        if parent is not None and not self._fs.exists(parent):
-            self._fs.mkdirs(parent)
-        if not self._fs.rename(self._p(src), self._p(dst)):
-            raise OSError(f"could not rename {src} to {dst}")
+        """Move file or directory ``src`` to ``dst``, creating ``dst``'s parent.
+
+        A rename on local disks and HDFS (atomic).  S3 has no rename: a
+        directory is copied file by file, its ``_SUCCESS`` marker last, then
+        deleted.
+        """
+        self._fs.create_dir(posixpath.dirname(self._p(dst)), recursive=True)
+        try:
+            if self._scheme in _S3_SCHEMES and self.is_dir(src):
+                self._copy_tree(src, dst)
+            else:
+                self._fs.move(self._p(src), self._p(dst))
+        except OSError as exc:
+            raise OSError(f"could not rename {src} to {dst}: {exc}") from None
+
+    def _copy_tree(self, src: str, dst: str) -> None:
+        base, target = self._p(src), self._p(dst)
+        found = self._fs.get_file_info(pafs.FileSelector(base, recursive=True))
+        files = sorted((f.path for f in found if f.type == pafs.FileType.File),
+                       key=lambda p: posixpath.basename(p) == "_SUCCESS")
+        for name in files:
+            self._fs.copy_file(name, target + name[len(base):])
+        self._fs.delete_dir(base)
 
     def write_text(self, path: str, text: str) -> None:
-        out = self._fs.create(self._p(path), True)
-        try:
-            out.write(bytearray(text.encode("utf-8")))
-        finally:
-            out.close()
+        self.write_bytes(path, text.encode("utf-8"))
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        out = self._fs.create(self._p(path), True)
-        try:
-            out.write(bytearray(data))
-        finally:
-            out.close()
+        """Write ``data`` to file ``path`` (replacing it), creating its parent."""
+        self._fs.create_dir(posixpath.dirname(self._p(path)), recursive=True)
+        self._drop_checksum(path)
+        with self._fs.open_output_stream(self._p(path)) as out:
+            out.write(data)
 
     def read_text(self, path: str) -> str:
-        stream = self._fs.open(self._p(path))
-        try:
-            reader = self._jvm.java.io.BufferedReader(
-                self._jvm.java.io.InputStreamReader(stream, "UTF-8"))
-            lines = []
-            line = reader.readLine()
-            while line is not None:
-                lines.append(line)
-                line = reader.readLine()
-            return "\n".join(lines)
-        finally:
-            stream.close()
+        with self._fs.open_input_file(self._p(path)) as fh:
+            return fh.read().decode("utf-8")
 
 
 # -- reading ------------------------------------------------------------------
@@ -273,49 +369,14 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
     """
     files = input_files(spark, path)
     fmt = cfg.format or detect_format(files)
-    derived = False
-    if fmt == "jsonl":
-        df = _read_jsonl(spark, path)
-    elif fmt == "csv":
-        tsv = all(".tsv" in posixpath.basename(f).lower() for f in files)
-        sep = "\t" if tsv else ","
-        df = _read_csv(spark, path, sep)
-    elif fmt == "parquet":
-        df = spark.read.option("recursiveFileLookup", "true").parquet(path)
-    elif fmt == "warc":
+    if fmt == "warc":
         if cfg.id_col != "id":
             raise ConfigError(f"--id-col: got {cfg.id_col!r}; with --format warc the id is "
                               "the WARC-Record-ID (leave --id-col unset)")
         from lsh_spark.warc import read_warc
         return read_warc(spark, path, cfg.text_col), {
             "format": fmt, "files": len(files), "derived_ids": False}
-    elif fmt == "text":
-        wholetext = cfg.text_unit == "file"
-        df = (
-            spark.read.option("recursiveFileLookup", "true")
-            .text(path, wholetext=wholetext)
-            .select(F.col("value").alias(cfg.text_col), "_metadata.file_path")
-        )
-    else:  # validated by DedupConfig; kept for a clear message if called directly
-        raise ConfigError(f"--format: got {fmt!r}; allowed: jsonl | parquet | csv | text | warc")
-
-    from lsh_spark.config import VECTOR_METHODS
-
-    if cfg.method in VECTOR_METHODS:
-        _check_vector_col(df, cfg.vectors.vector_col)
-    elif cfg.text_col not in df.columns:
-        cols = ", ".join(c for c in df.columns if c not in (CORRUPT, "file_path"))
-        raise ConfigError(f"--text-col: column {cfg.text_col!r} not in input; columns: {cols}")
-    text_type = df.schema[cfg.text_col].dataType if cfg.text_col in df.columns else None
-    if cfg.method in VECTOR_METHODS:
-        pass
-    elif not isinstance(text_type, T.StringType):
-        if isinstance(text_type, (T.StructType, T.ArrayType, T.MapType, T.BinaryType)):
-            raise ConfigError(
-                f"--text-col: column {cfg.text_col!r} has type {text_type.simpleString()}; "
-                "allowed: a string column")
-        df = df.withColumn(cfg.text_col, F.col(cfg.text_col).cast("string"))
-
+    df = _text_column(_read_format(spark, path, files, fmt, cfg), cfg)
     reason = F.lit(None).cast("string")
     if CORRUPT in df.columns:
         reason = F.when(
@@ -323,18 +384,77 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
             F.concat(F.lit("invalid_record: not parseable as " + fmt + ": "),
                      F.substring(F.regexp_replace(F.col(CORRUPT), r"[\x00-\x1F]", "?"), 1, 80)),
         )
-
     if fmt == "text":
-        derived = True
-        if cfg.text_unit == "file":
-            root = FileSystem(spark, path).qualify(path).rstrip("/") + "/"
-            rel = F.regexp_replace(F.col("file_path"), "^" + re.escape(root), "")
-            df = df.withColumn("id", F.regexp_replace(rel, "^file:", "")).drop("file_path")
-        else:
-            key = F.concat_ws("\u0000", F.element_at(F.split("file_path", "/"), -1),
-                              F.col(cfg.text_col))
-            df = _derived_id(df, key).drop("file_path")
-    elif cfg.id_col in df.columns:
+        df, derived = _text_ids(spark, path, df, cfg), True
+    else:
+        df, reason, derived = _record_ids(df, cfg, reason)
+    df = df.withColumn("reject_reason", reason)
+    if CORRUPT in df.columns:
+        df = df.drop(CORRUPT)
+    return df, {"format": fmt, "files": len(files), "derived_ids": derived}
+
+
+def _read_format(spark: SparkSession, path: str, files: list[str], fmt: str,
+                 cfg: DedupConfig) -> DataFrame:
+    """The input as Spark reads ``fmt`` (not WARC), with ``CORRUPT`` where the
+    format can have unparseable records and ``file_path`` for text."""
+    if fmt == "jsonl":
+        return _read_jsonl(spark, path)
+    if fmt == "csv":
+        tsv = all(".tsv" in posixpath.basename(f).lower() for f in files)
+        return _read_csv(spark, path, "\t" if tsv else ",")
+    if fmt == "parquet":
+        return spark.read.option("recursiveFileLookup", "true").parquet(path)
+    if fmt == "text":
+        return (
+            spark.read.option("recursiveFileLookup", "true")
+            .text(path, wholetext=cfg.text_unit == "file")
+            .select(F.col("value").alias(cfg.text_col), "_metadata.file_path")
+        )
+    # validated by DedupConfig; kept for a clear message if called directly
+    raise ConfigError(f"--format: got {fmt!r}; allowed: jsonl | parquet | csv | text | warc")
+
+
+def _text_column(df: DataFrame, cfg: DedupConfig) -> DataFrame:
+    """Check the text (or vector) column; a scalar text column of another type
+    is cast to string."""
+    from lsh_spark.config import VECTOR_METHODS
+
+    if cfg.method in VECTOR_METHODS:
+        _check_vector_col(df, cfg.vectors.vector_col)
+        return df
+    if cfg.text_col not in df.columns:
+        cols = ", ".join(c for c in df.columns if c not in (CORRUPT, "file_path"))
+        raise ConfigError(f"--text-col: column {cfg.text_col!r} not in input; columns: {cols}")
+    text_type = df.schema[cfg.text_col].dataType
+    if isinstance(text_type, T.StringType):
+        return df
+    if isinstance(text_type, (T.StructType, T.ArrayType, T.MapType, T.BinaryType)):
+        raise ConfigError(
+            f"--text-col: column {cfg.text_col!r} has type {text_type.simpleString()}; "
+            "allowed: a string column")
+    return df.withColumn(cfg.text_col, F.col(cfg.text_col).cast("string"))
+
+
+def _text_ids(spark: SparkSession, path: str, df: DataFrame, cfg: DedupConfig) -> DataFrame:
+    """Ids of text documents: a file's path below the input (one document per
+    file), or a hash of file name and line (one per line)."""
+    if cfg.text_unit == "file":
+        root = FileSystem(spark, path).qualify(path).rstrip("/") + "/"
+        rel = F.regexp_replace(F.col("file_path"), "^" + re.escape(root), "")
+        return df.withColumn("id", F.regexp_replace(rel, "^file:", "")).drop("file_path")
+    key = F.concat_ws("\u0000", F.element_at(F.split("file_path", "/"), -1),
+                      F.col(cfg.text_col))
+    return _derived_id(df, key).drop("file_path")
+
+
+def _record_ids(df: DataFrame, cfg: DedupConfig,
+                reason: Column) -> tuple[DataFrame, Column, bool]:
+    """``id`` from the user's id column (a null one is a reject reason), or
+    derived from each record's file name and content when the default ``id``
+    column is absent.  Returns the DataFrame, the reject reason and whether the
+    ids were derived."""
+    if cfg.id_col in df.columns:
         id_type = df.schema[cfg.id_col].dataType
         if not isinstance(id_type, _ID_TYPES):
             raise ConfigError(
@@ -346,20 +466,14 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
             df = df.withColumnRenamed(cfg.id_col, "id")
         reason = F.coalesce(reason, F.when(F.col("id").isNull(), F.lit(
             f"null_id: the id column {cfg.id_col!r} is null or absent")))
-    elif cfg.id_col != DedupConfig.id_col:
+        return df, reason, False
+    if cfg.id_col != DedupConfig.id_col:
         cols = ", ".join(c for c in df.columns if c != CORRUPT)
         raise ConfigError(f"--id-col: column {cfg.id_col!r} not in input; columns: {cols}")
-    else:
-        derived = True
-        user_cols = [c for c in df.columns if c != CORRUPT]
-        key = F.concat_ws("\u0000", F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1),
-                          F.to_json(F.struct(*user_cols)), F.coalesce(F.col(CORRUPT), F.lit("")))
-        df = _derived_id(df.withColumn("_key", key), F.col("_key")).drop("_key")
-
-    df = df.withColumn("reject_reason", reason)
-    if CORRUPT in df.columns:
-        df = df.drop(CORRUPT)
-    return df, {"format": fmt, "files": len(files), "derived_ids": derived}
+    user_cols = [c for c in df.columns if c != CORRUPT]
+    key = F.concat_ws("\u0000", F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1),
+                      F.to_json(F.struct(*user_cols)), F.coalesce(F.col(CORRUPT), F.lit("")))
+    return _derived_id(df.withColumn("_key", key), F.col("_key")).drop("_key"), reason, True
 
 
 def _check_vector_col(df: DataFrame, name: str) -> None:

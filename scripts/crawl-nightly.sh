@@ -11,7 +11,8 @@
 # Environment:
 #   CRAWL_ROOT, INDEX, RESULTS   required; local paths or hdfs://, s3a://, ... URIs
 #   SPARK_SUBMIT                 default: spark-submit
-#   SPARK_ARGS                   extra spark-submit arguments, e.g.
+#   SPARK_ARGS                   spark-submit arguments (default: local mode with
+#                                "--properties-file conf/local.properties"), e.g.
 #                                "--master yarn --properties-file conf/cluster.properties"
 #   LSH_SPARK_LOCK               lock file (default: /tmp/lsh-spark-crawl.lock): a second
 #                                batch started on this host while one runs exits 75 at once
@@ -33,9 +34,11 @@ if ! flock -n 9; then
   echo "crawl-nightly.sh: error: another batch holds $lock; not starting $date" >&2
   exit 75
 fi
+# Logging first, so that SPARK_ARGS can replace it.
 # shellcheck disable=SC2086
-"${SPARK_SUBMIT:-spark-submit}" ${SPARK_ARGS:-} \
-  --driver-java-options "-Dlog4j2.configurationFile=file:$ROOT/conf/log4j2.properties" \
+"${SPARK_SUBMIT:-spark-submit}" \
+  --conf "spark.driver.defaultJavaOptions=-Dlog4j2.configurationFile=file:$ROOT/conf/log4j2.properties" \
+  ${SPARK_ARGS:---properties-file $ROOT/conf/local.properties} \
   "$ROOT/jobs/crawl_dedup.py" \
   --batch "$CRAWL_ROOT/$date" --index "$INDEX" --output "$RESULTS/$date" \
   --batch-id "crawl-$date"

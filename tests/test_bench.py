@@ -22,19 +22,20 @@ def _bench(name: str):
         sys.path.remove(str(ROOT / "bench"))
 
 
-def test_compare_gives_lsh_spark_the_set_ups_options_and_the_peers_none(monkeypatch):
+def test_compare_gives_lsh_spark_its_properties_and_the_peer_jvm_defaults():
     compare = _bench("compare")
-    for var in ("SPARK_SUBMIT_OPTS", "LSH_SPARK_JIT_OPTS", "LSH_SPARK_GC_OPTS"):
-        monkeypatch.delenv(var, raising=False)
-    ours = compare.setup_jvm_env()
-    opts = ours["SPARK_SUBMIT_OPTS"].split()
-    assert "-XX:+UseParallelGC" in opts and "-XX:Tier4InvocationThreshold=150000" in opts
-    peers = compare.peer_opts(ours).split()
-    assert "-XX:+UseParallelGC" not in peers
-    assert not any(o.startswith("-XX:Tier4") for o in peers)
-    # A shell that sourced the set-up keeps its own choices.
-    monkeypatch.setenv("LSH_SPARK_GC_OPTS", "")
-    assert compare.setup_jvm_env() == {}
+    ours = compare.spark_settings("lsh-spark", "local[2]")
+    peer = compare.spark_settings("mllib", "local[2]")
+    props = ours[ours.index("--properties-file") + 1]
+    assert Path(props) == ROOT / "conf" / "local.properties" and Path(props).is_file()
+    # The peer gets none of lsh-spark's JVM options, only the machine's settings.
+    assert "--properties-file" not in peer and "spark.ui.enabled=false" in peer
+    assert not any("-XX:" in a for a in peer)
+    for settings in (ours, peer):
+        assert any("log4j2.configurationFile=file:" in a for a in settings)
+    # On a cluster neither gets local-mode settings.
+    assert compare.spark_settings("lsh-spark", "yarn") == compare.spark_settings("mllib", "yarn")
+    assert "--properties-file" not in compare.spark_settings("lsh-spark", "local-cluster[2,1,1024]")
 
 
 def test_compare_reports_the_median_round_and_a_failed_run_as_it_failed():

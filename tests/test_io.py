@@ -1,5 +1,6 @@
 import gzip
 import json
+import os
 
 import pytest
 
@@ -150,3 +151,103 @@ def test_dedup_types_ids_from_the_whole_input_and_keeps_every_column(spark, tmp_
     assert dict(deduped.dtypes)["id"] == ("string" if isinstance(late_id, str) else "bigint")
     assert "late" in deduped.columns  # a column only the last record has
     assert deduped.filter("late = 'kept'").count() == 1
+
+
+# -- FileSystem ---------------------------------------------------------------
+def _tree(root):
+    """Data files, hidden ones, ``_`` ones, a Hadoop checksum file and a nested dir."""
+    (root / "sub" / ".hid").mkdir(parents=True)
+    for name, text in {"a.txt": "aaaa", "sub/b.txt": "bb", "sub/.h.txt": "h", "_x.txt": "x",
+                       "sub/.hid/c.txt": "ccc", ".a.txt.crc": "crc!"}.items():
+        (root / name).write_text(text)
+
+
+def test_file_system_qualifies_local_paths_as_hadoop_did(spark, tmp_path, monkeypatch):
+    from lsh_spark.io import FileSystem
+
+    fs = FileSystem(spark, str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    for given in (f"{tmp_path}/d", f"{tmp_path}/d/", f"file://{tmp_path}/d", f"file:{tmp_path}/d",
+                  f"{tmp_path}//d", f"{tmp_path}/x/../d", "d", "./d/"):
+        assert fs.qualify(given) == f"file:{tmp_path}/d", given
+    assert fs.qualify(f"{tmp_path}/a b") == f"file:{tmp_path}/a b"  # not URL-encoded
+
+
+def test_file_system_lists_fingerprints_and_sizes_a_tree(spark, tmp_path):
+    from lsh_spark.io import FileSystem
+
+    _tree(tmp_path / "t")
+    root = f"file:{tmp_path}/t"
+    fs = FileSystem(spark, str(tmp_path / "t"))
+    assert fs.exists(str(tmp_path / "t")) and fs.is_dir(root)
+    assert not fs.is_dir(f"{root}/a.txt") and not fs.exists(f"{root}/nope")
+    # Hidden and _ files are left out by their own names; a hidden directory's are not
+    # (as Hadoop's recursive listing did).
+    assert fs.list_files(str(tmp_path / "t")) == [f"{root}/a.txt", f"{root}/sub/.hid/c.txt",
+                                                  f"{root}/sub/b.txt"]
+    fp = fs.fingerprint(root)
+    assert [(n, size) for n, size, _ in fp] == [(f"{root}/a.txt", 4),
+                                                (f"{root}/sub/.hid/c.txt", 3),
+                                                (f"{root}/sub/b.txt", 2)]
+    assert all(abs(t / 1000 - os.path.getmtime(n[5:])) < 1 for n, _, t in fp)  # ms
+    assert fs.fingerprint(f"{root}/a.txt") == fp[:1]
+    assert fs.list_names(root) == ["_x.txt", "a.txt", "sub"]  # no checksum file
+    assert fs.list_names(f"{root}/nope") == []
+    assert fs.size_bytes(root) == 4 + 2 + 1 + 1 + 3  # hidden files count, checksums not
+    assert fs.size_bytes(f"{root}/sub/b.txt") == 2
+
+
+def test_file_system_writes_reads_renames_and_deletes(spark, tmp_path):
+    from lsh_spark.io import FileSystem
+
+    fs = FileSystem(spark, str(tmp_path))
+    fs.write_text(f"{tmp_path}/new/dir/m.json", "{\"é\": 1}\r\n")  # creates the parents
+    assert fs.read_text(f"file:{tmp_path}/new/dir/m.json") == "{\"é\": 1}\r\n"
+    fs.write_bytes(f"{tmp_path}/new/b.bin", b"\x00\x01")
+    assert (tmp_path / "new" / "b.bin").read_bytes() == b"\x00\x01"
+    fs.write_text(f"{tmp_path}/new/dir/other.json", "{}")
+    assert fs.rename_new(f"{tmp_path}/new/dir/m.json", f"{tmp_path}/new/dir/other.json") is False
+    assert fs.read_text(f"{tmp_path}/new/dir/other.json") == "{}"  # left alone
+    assert fs.rename_new(f"{tmp_path}/new/dir/m.json", f"{tmp_path}/v/m.json") is True
+    assert not fs.exists(f"{tmp_path}/new/dir/m.json") and fs.exists(f"{tmp_path}/v/m.json")
+    fs.rename(f"{tmp_path}/new", f"{tmp_path}/a/b/moved")  # a directory, parents created
+    assert sorted(os.listdir(tmp_path / "a" / "b" / "moved")) == ["b.bin", "dir"]
+    with pytest.raises(OSError, match="could not rename"):
+        fs.rename(f"{tmp_path}/nope", f"{tmp_path}/x")
+    (tmp_path / "v" / ".m.json.crc").write_text("stale")
+    fs.delete(f"{tmp_path}/v/m.json")  # with Hadoop's checksum file
+    assert os.listdir(tmp_path / "v") == []
+    fs.delete(f"{tmp_path}/a")
+    fs.delete(f"{tmp_path}/absent")
+    assert not (tmp_path / "a").exists()
+
+
+def test_file_system_counts_parquet_row_groups_from_footers(spark, tmp_path):
+    from lsh_spark.io import FileSystem
+
+    path = str(tmp_path / "p")
+    spark.range(100).repartition(3).write.parquet(path)
+    assert FileSystem(spark, path).parquet_row_groups(path) == (3, 3, 100)
+
+
+def test_file_system_names_an_unsupported_scheme(spark):
+    from lsh_spark.io import FileSystem
+
+    with pytest.raises(ConfigError, match=r"'gs' is not supported; supported: local paths, "
+                                          r"file:, hdfs://, s3://, s3a://, s3n://"):
+        FileSystem(spark, "gs://bucket/corpus")
+
+
+def test_file_system_keeps_the_s3a_scheme_for_spark(spark):
+    from lsh_spark.io import FileSystem
+
+    key = "spark.hadoop.fs.s3a.endpoint"
+    spark.conf.set(key, "http://127.0.0.1:9")  # an S3-compatible store: no region look-up
+    try:
+        fs = FileSystem(spark, "s3a://bucket/index")
+    finally:
+        spark.conf.unset(key)
+    assert fs.qualify("s3a://bucket/index/") == "s3a://bucket/index"
+    assert fs._p("s3a://bucket/index/_manifests") == "bucket/index/_manifests"
+    with pytest.raises(ValueError, match="not on the file system"):
+        fs.exists("/tmp/local")

@@ -1,185 +1,89 @@
-"""Session start and stop: the end-of-job stop, the venv's pyspark import path and the
-JVM options of the set-up."""
+"""The session: defaults that never override the user, shuffle sizing, background
+jobs, and conf/local.properties."""
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import os
+import re
 import subprocess
 import sys
-import sysconfig
 import threading
 from pathlib import Path
 
 import pytest
 
-from lsh_spark.session import in_background, stop_session
+from lsh_spark.session import (
+    ADAPTIVE_KEY,
+    DEFAULTS,
+    FILLED_KEY,
+    _fill_in,
+    build_session,
+    in_background,
+    size_adaptive_execution,
+    size_shuffle_partitions,
+    stop_session,
+    submitted,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
+LOCAL_PROPERTIES = ROOT / "conf" / "local.properties"
 
 
-class _Server:
-    server_shutdown = False
+def test_stop_session_is_a_plain_stop():
+    class Session:
+        stopped = 0
 
+        def stop(self):
+            self.stopped += 1
 
-class _Context:
-    def __init__(self, server):
-        self._accumulatorServer = server
-
-
-class _Session:
-    """Records what ``stop()`` saw of the accumulator server."""
-
-    def __init__(self, server, fail: bool = False):
-        self.sparkContext = _Context(server)
-        self.fail = fail
-        self.stopped_with = "not stopped"
-
-    def stop(self):
-        self.stopped_with = self.sparkContext._accumulatorServer
-        if self.fail:
-            raise RuntimeError("JVM gone")
-
-
-def test_stop_session_stops_without_the_accumulator_server_then_flags_it():
-    server = _Server()
-    spark = _Session(server)
+    spark = Session()
     stop_session(spark)
-    assert spark.stopped_with is None  # stop() did not wait for the server
-    assert server.server_shutdown  # its handler ends at its next poll
-    assert spark.sparkContext._accumulatorServer is None
+    assert spark.stopped == 1
 
 
-def test_stop_session_flags_the_server_when_stop_fails():
-    server = _Server()
-    with pytest.raises(RuntimeError, match="JVM gone"):
-        stop_session(_Session(server, fail=True))
-    assert server.server_shutdown
-
-
-@pytest.mark.parametrize("server", [None, object()])
-def test_stop_session_is_a_plain_stop_without_a_known_server(server):
-    spark = _Session(server)
-    stop_session(spark)
-    assert spark.stopped_with is server
-
-
-def _pyspark_site():
-    spec = importlib.util.spec_from_file_location("pyspark_site", ROOT / "scripts" / "pyspark_site.py")
-    module = importlib.util.module_from_spec(spec)
-    env = os.environ.get("LSH_SPARK_PYSPARK_ZIP")
-    os.environ["LSH_SPARK_PYSPARK_ZIP"] = "1"  # load it without touching sys.path
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        if env is None:
-            del os.environ["LSH_SPARK_PYSPARK_ZIP"]
+@pytest.fixture
+def restored(spark):
+    """The test session, with the settings a test fills in removed afterwards."""
+    before = {key: spark.conf.get(key, None) for key in [*DEFAULTS, FILLED_KEY]}
+    yield spark
+    for key, value in before.items():
+        if value is None:
+            spark.conf.unset(key)
         else:
-            os.environ["LSH_SPARK_PYSPARK_ZIP"] = env
-    return module
+            spark.conf.set(key, value)
 
 
-def test_pyspark_site_moves_only_the_zips_of_its_own_pyspark(tmp_path):
-    site = tmp_path / "site-packages"
-    lib = site / "pyspark" / "python" / "lib"
-    lib.mkdir(parents=True)
-    own = [str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")]
-    other = str(tmp_path / "spark" / "python" / "lib" / "pyspark.zip")
-    path = [own[0], own[1], other, str(tmp_path / "code"), str(site)]
-    assert _pyspark_site().reordered(path, str(site)) == [other, str(tmp_path / "code"),
-                                                          str(site), *own]
-    # Another Spark installation's zips (a cluster's SPARK_HOME) stay first.
-    assert _pyspark_site().reordered([other, str(site)], str(site)) == [other, str(site)]
+def test_build_session_fills_in_defaults_and_keeps_the_users(restored):
+    spark = restored
+    codec = "spark.sql.parquet.compression.codec"
+    spark.conf.unset(codec)
+    assert spark.conf.get(codec, None) is None  # nobody set it: Spark's default applies
+    # The test session's builder set these two.
+    users = {key: spark.conf.get(key) for key in
+             (ADAPTIVE_KEY, "spark.sql.execution.arrow.maxRecordsPerBatch")}
+    assert build_session("lsh-spark-test") is spark
+    assert spark.conf.get(codec) == "zstd"
+    assert not submitted(spark, codec)  # filled in by lsh-spark, not the user's
+    assert {key: spark.conf.get(key) for key in users} == users
+    assert all(submitted(spark, key) for key in users)
 
 
-def test_pyspark_site_follows_symbolic_links(tmp_path):
-    site = tmp_path / "site-packages"
-    (site / "pyspark" / "python" / "lib").mkdir(parents=True)
-    (tmp_path / "lib64").symlink_to(site)
-    linked = str(tmp_path / "lib64" / "pyspark" / "python" / "lib" / "pyspark.zip")
-    assert _pyspark_site().reordered([linked, "x"], str(site)) == ["x", linked]
-
-
-def test_venv_imports_pyspark_from_site_packages_not_the_zip():
-    purelib = Path(sysconfig.get_paths()["purelib"])
-    if not (purelib / "_lsh_spark_pyspark_site.pth").exists():
-        pytest.skip("not the virtualenv of scripts/setup-env.sh")
-    lib = purelib / "pyspark" / "python" / "lib"
-    zips = sorted(str(p) for p in lib.glob("*.zip"))
-    assert len(zips) == 2  # pyspark.zip and py4j's, as spark-submit puts them first
-    code = "import pyspark, py4j; print(pyspark.__file__); print(py4j.__file__)"
-
-    def files(**env):
-        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(zips),
-                                              **env})
-        return run.stdout.split()
-
-    assert all(not any(z in f for z in zips) for f in files())
-    assert all(f.startswith(str(purelib)) for f in files())
-    # The switch keeps Spark's order.
-    assert all(any(f.startswith(z) for z in zips) for f in files(LSH_SPARK_PYSPARK_ZIP="1"))
-
-
-def _submit_opts(**env) -> str:
-    """``SPARK_SUBMIT_OPTS`` after sourcing scripts/setup-env.sh twice with ``env``."""
-    setup = ROOT / "scripts" / "setup-env.sh"
-    script = f"source '{setup}'; source '{setup}'; " 'printf "%s" "${SPARK_SUBMIT_OPTS:-}"'
-    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
-                         env={**os.environ, "SPARK_SUBMIT_OPTS": "", **env})
-    return run.stdout
-
-
-def test_setup_env_selects_the_parallel_collector_once():
-    if "LSH_SPARK_EXTRAS" not in os.environ or "LSH_SPARK_GC_OPTS" not in os.environ:
-        pytest.skip("not run through scripts/test.sh (sourcing the set-up could reinstall)")
-    opts = _submit_opts().split()
-    assert opts.count("-XX:+UseParallelGC") == 1
-    # The JIT thresholds are still there, once.
-    assert opts.count("-XX:Tier4InvocationThreshold=150000") == 1
-    # And the class-data sharing archive, when the set-up built one.
-    assert sum(o.startswith("-XX:SharedArchiveFile=") for o in opts) <= 1
-    off = _submit_opts(LSH_SPARK_GC="0").split()
-    assert "-XX:+UseParallelGC" not in off
-    assert "-XX:Tier4InvocationThreshold=150000" in off
-
-
-def _printed_opts(**env) -> dict:
-    """What ``bash scripts/jvm-opts.sh`` prints, as a dict, with ``env``."""
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("SPARK_SUBMIT_OPTS", "LSH_SPARK_JIT_OPTS", "LSH_SPARK_GC_OPTS")}
-    run = subprocess.run(["bash", str(ROOT / "scripts" / "jvm-opts.sh")], capture_output=True,
-                         text=True, check=True, env={**clean, **env})
-    return dict(line.split("=", 1) for line in run.stdout.splitlines())
-
-
-def test_jvm_opts_printed_alone_are_the_sourced_set_ups():
-    if "LSH_SPARK_EXTRAS" not in os.environ or "LSH_SPARK_GC_OPTS" not in os.environ:
-        pytest.skip("not run through scripts/test.sh (sourcing the set-up could reinstall)")
-    printed = _printed_opts()
-    assert printed["SPARK_SUBMIT_OPTS"].split() == _submit_opts().split()
-    assert printed["LSH_SPARK_GC_OPTS"] == "-XX:+UseParallelGC"
-    assert "-XX:Tier4InvocationThreshold=150000" in printed["LSH_SPARK_JIT_OPTS"].split()
-    # The switches work alone too, and the user's own options come first.
-    off = _printed_opts(LSH_SPARK_JIT="0", LSH_SPARK_GC="0", LSH_SPARK_CDS="0",
-                        SPARK_SUBMIT_OPTS="-Dmine=1")
-    assert off == {"SPARK_SUBMIT_OPTS": "-Dmine=1", "LSH_SPARK_JIT_OPTS": "",
-                   "LSH_SPARK_GC_OPTS": ""}
-
-
-def test_driver_jvm_runs_the_collector_the_set_up_chose(spark):
-    if "-XX:+UseParallelGC" not in os.environ.get("SPARK_SUBMIT_OPTS", "").split():
-        pytest.skip("SPARK_SUBMIT_OPTS does not select the parallel collector")
-    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory \
-        .getGarbageCollectorMXBeans()
-    names = {beans.get(i).getName() for i in range(beans.size())}
-    # HotSpot's names for Parallel GC's young and old collectors (G1's are "G1 ...").
-    assert names == {"PS Scavenge", "PS MarkSweep"}
+def test_submitted_tells_the_users_settings_from_defaults(restored):
+    spark = restored
+    assert submitted(spark, "spark.sql.shuffle.partitions")  # the builder's
+    assert submitted(spark, "spark.master")
+    key = "spark.lsh.test.runtimeOnly"
+    assert not submitted(spark, key)
+    spark.conf.set(key, "1")  # a user's spark.conf.set counts too
+    try:
+        assert submitted(spark, key)
+    finally:
+        spark.conf.unset(key)
 
 
 class _Conf(dict):
-    def contains(self, key):
-        return key in self
+    """``spark.conf`` of a stand-in session: what the user set, and what was set since."""
 
     def get(self, key, default=None):
         return dict.get(self, key, default)
@@ -191,125 +95,66 @@ class _Conf(dict):
 class _Sized:
     """The parts of a session that the sizing functions use."""
 
-    def __init__(self, cores, submitted=None):
-        self.conf = _Conf()
-        self.sparkContext = type("SC", (), {"defaultParallelism": cores,
-                                             "getConf": lambda _self: _Conf(submitted or {})})()
-        self.conf.update(submitted or {})
+    def __init__(self, cores, user=None):
+        self.conf = _Conf(user or {})
+        self.sparkContext = type("SC", (), {"defaultParallelism": cores})()
 
 
-def test_adaptive_execution_off_only_at_the_partition_floor():
-    from lsh_spark.session import size_shuffle_partitions
-
+def test_partitions_from_the_input_size_and_adaptive_execution_off_at_the_floor():
     small = _Sized(cores=2)
     assert size_shuffle_partitions(small, 112 << 20) == 2  # 41k documents: one per core
-    assert small.conf["spark.sql.adaptive.enabled"] == "false"
+    assert small.conf[ADAPTIVE_KEY] == "false"
     edge = _Sized(cores=2)
     assert size_shuffle_partitions(edge, 128 << 20) == 2  # 64 MiB per core, the most
-    assert edge.conf["spark.sql.adaptive.enabled"] == "false"
+    assert edge.conf[ADAPTIVE_KEY] == "false"
     large = _Sized(cores=2)
     assert size_shuffle_partitions(large, 129 << 20) == 5  # one per 32 MiB above it
-    assert large.conf["spark.sql.adaptive.enabled"] == "true"
+    assert large.conf[ADAPTIVE_KEY] == "true"
     just = _Sized(cores=2)
     # Just above the small inputs, never fewer than two per core (adaptive off).
     assert size_shuffle_partitions(just, 129 << 20, bytes_per_partition=1 << 30) == 4
-    assert just.conf["spark.sql.adaptive.enabled"] == "false"
+    assert just.conf[ADAPTIVE_KEY] == "false"
     cluster = _Sized(cores=64)
     assert size_shuffle_partitions(cluster, 10 << 30) == 320
-    assert cluster.conf["spark.sql.adaptive.enabled"] == "true"
-    # The user's partitions count as the data's.
-    fixed = _Sized(cores=2, submitted={"spark.sql.shuffle.partitions": "200"})
+    assert cluster.conf[ADAPTIVE_KEY] == "true"
+    # What lsh-spark set is sized again for another input; the user's never is.
+    assert size_shuffle_partitions(small, 10 << 30) == 320
+    assert small.conf[ADAPTIVE_KEY] == "true"
+    fixed = _Sized(cores=2, user={"spark.sql.shuffle.partitions": "200"})
     assert size_shuffle_partitions(fixed, 1 << 20) == 200
-    assert fixed.conf["spark.sql.adaptive.enabled"] == "true"
+    assert fixed.conf[ADAPTIVE_KEY] == "true"
 
 
 @pytest.mark.parametrize("value", ["true", "false"])
 def test_users_adaptive_setting_always_wins(value):
-    from lsh_spark.session import size_adaptive_execution
-
     for partitions in (4, 400):
-        user = _Sized(cores=2, submitted={"spark.sql.adaptive.enabled": value})
+        user = _Sized(cores=2, user={ADAPTIVE_KEY: value})
         assert size_adaptive_execution(user, partitions) is (value == "true")
-        assert user.conf["spark.sql.adaptive.enabled"] == value
+        assert user.conf[ADAPTIVE_KEY] == value
 
 
-def test_submitted_tells_the_contexts_settings_from_run_time_ones(spark):
-    from lsh_spark.session import submitted
-
-    # The test session's builder set these; the run-time conf does not count.
-    assert submitted(spark, "spark.sql.shuffle.partitions")
-    assert submitted(spark, "spark.master")
-    key = "spark.lsh.test.runtimeOnly"
-    spark.conf.set(key, "1")
-    try:
-        assert not submitted(spark, key)
-    finally:
-        spark.conf.unset(key)
+def test_build_session_default_for_adaptive_execution_is_sized_again():
+    spark = _Sized(cores=2)
+    for key, value in DEFAULTS.items():  # as build_session fills them in
+        _fill_in(spark, key, value)
+    assert spark.conf[ADAPTIVE_KEY] == "true"
+    assert size_shuffle_partitions(spark, 1 << 20) == 2
+    assert spark.conf[ADAPTIVE_KEY] == "false"
 
 
-NO_UI = {"spark.ui.enabled": "false"}
-
-
-@pytest.mark.parametrize("settings,want", [
-    ({"spark.master": "local[2]"}, {"spark.task.maxDirectResultSize": "64m", **NO_UI}),
-    ({"spark.master": "local"}, {"spark.task.maxDirectResultSize": "64m", **NO_UI}),
-    ({"spark.master": "local-cluster[2,1,1024]"}, {}),
-    ({"spark.master": "local[*]", "spark.task.maxDirectResultSize": "4m"}, NO_UI),
-    ({"spark.master": "local[2]", "spark.ui.enabled": "true"},
-     {"spark.task.maxDirectResultSize": "64m"}),
-    ({"spark.master": "spark://head:7077"}, {}),
-    ({"spark.master": "yarn"}, {}),
-    ({}, {}),
-])
-def test_context_defaults_direct_results_and_no_web_ui_in_local_mode_only(settings, want):
-    """Local masters: task results sent directly and no web UI, unless given."""
-    from pyspark import SparkConf
-
-    from lsh_spark.session import DEBUGGING_KEY, context_defaults
-
-    given = SparkConf(loadDefaults=False).setAll(list(settings.items()))
-    assert context_defaults(given) == {DEBUGGING_KEY: "false", **want}
-
-
-@pytest.mark.parametrize("given,want", [(None, "false"), ("true", None), ("false", None)])
-def test_context_defaults_turn_dataframe_debugging_off_unless_given(given, want):
-    """PySpark's call-site capture is off by default; a user's setting is kept."""
-    from pyspark import SparkConf
-
-    from lsh_spark.session import DEBUGGING_KEY, context_defaults
-
-    conf = SparkConf(loadDefaults=False).set("spark.master", "yarn")
-    if given is not None:
-        conf.set(DEBUGGING_KEY, given)
-    assert context_defaults(conf).get(DEBUGGING_KEY) == want
-
-
-@pytest.mark.parametrize("master,local,cores", [
-    ("local", True, 1), ("local[2]", True, 2), ("local[3, 4]", True, 3),
-    ("local[*]", True, os.cpu_count()), ("local-cluster[2,1,1024]", False, None),
-    ("spark://head:7077", False, None), ("yarn", False, None),
-])
-def test_local_masters_and_their_cores(master, local, cores):
-    from lsh_spark.session import local_cores, local_master
-
-    assert local_master(master) is local
-    if local:
-        assert local_cores(master) == cores
-
-
-def test_in_background_runs_in_its_thread_and_job_group_and_hands_back_errors(spark):
+def test_in_background_runs_in_its_thread_with_its_tag_and_hands_back_errors(spark):
     seen = {}
 
     def work():
         seen["thread"] = threading.current_thread().name
-        seen["group"] = spark.sparkContext.getLocalProperty("spark.jobGroup.id")
+        seen["tags"] = spark.getTags()
         return spark.range(10).count()
 
     assert in_background(spark, "lsh-spark-test", "lsh-spark:test", "a test job",
                          work).result(timeout=120) == 10
-    assert seen == {"thread": "lsh-spark-test", "group": "lsh-spark:test"}
-    # The caller's own job group is left alone.
-    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") != "lsh-spark:test"
+    assert seen == {"thread": "lsh-spark-test", "tags": {"lsh-spark:test"}}
+    # The caller's jobs are not tagged.
+    assert "lsh-spark:test" not in spark.getTags()
 
     def fails():
         raise ValueError("from the background")
@@ -317,3 +162,71 @@ def test_in_background_runs_in_its_thread_and_job_group_and_hands_back_errors(sp
     with pytest.raises(ValueError, match="from the background"):
         in_background(spark, "lsh-spark-test", "lsh-spark:test", "a test job",
                       fails).result(timeout=120)
+
+
+def _properties(path: Path) -> dict[str, str]:
+    """A Spark properties file's settings (``key value`` or ``key=value`` lines)."""
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        # Java's rule: the key ends at the first blank, '=' or ':'.
+        key, value = re.fullmatch(r"([^\s=:]+)\s*[=:]?\s*(.*)", line).groups()
+        assert key not in out, f"{key} given twice"
+        out[key] = value
+    return out
+
+
+# Spark core settings (https://spark.apache.org/docs/latest/configuration.html) and
+# PySpark's; the spark.sql.* keys are checked against the session's ``SET -v``.
+CORE_KEYS = {"spark.driver.extraJavaOptions", "spark.ui.enabled",
+             "spark.task.maxDirectResultSize", "spark.python.sql.dataFrameDebugging.enabled"}
+
+
+def test_local_properties_sets_real_spark_keys_and_the_sessions_defaults(spark):
+    props = _properties(LOCAL_PROPERTIES)
+    sql_keys = {r[0] for r in spark.sql("SET -v").collect()}
+    assert set(props) == CORE_KEYS | (set(DEFAULTS) - {ADAPTIVE_KEY})
+    assert {k for k in props if k.startswith("spark.sql.")} <= sql_keys
+    # The SQL defaults are those lsh-spark fills in; adaptive execution is left out
+    # so that lsh-spark can size it (a value in the file is the user's).
+    assert {k: v for k, v in props.items() if k in DEFAULTS} == \
+        {k: v for k, v in DEFAULTS.items() if k != ADAPTIVE_KEY}
+    assert props["spark.ui.enabled"] == "false"
+    assert props["spark.task.maxDirectResultSize"] == "64m"
+    assert props["spark.python.sql.dataFrameDebugging.enabled"] == "false"
+    opts = props["spark.driver.extraJavaOptions"].split()
+    assert "-XX:+UseParallelGC" in opts and "-XX:Tier4InvocationThreshold=150000" in opts
+    assert all(o.startswith("-XX:") for o in opts)  # logging is given by the scripts
+
+
+SHOW = """
+import json
+from lsh_spark.session import build_session
+spark = build_session("props")
+keys = ["spark.ui.enabled", "spark.task.maxDirectResultSize", "spark.sql.adaptive.enabled",
+        "spark.sql.parquet.compression.codec", "spark.driver.extraJavaOptions"]
+print(json.dumps({k: spark.conf.get(k, None) for k in keys}))
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+def test_spark_submit_reads_local_properties_and_conf_flags_win(tmp_path):
+    script = tmp_path / "show.py"
+    script.write_text(SHOW)
+    submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    run = subprocess.run(
+        [submit, "--master", "local[1]", "--properties-file", str(LOCAL_PROPERTIES),
+         "--conf", "spark.sql.parquet.compression.codec=snappy", str(script)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable,
+             "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["spark.ui.enabled"] == "false"
+    assert got["spark.task.maxDirectResultSize"] == "64m"
+    assert got["spark.sql.parquet.compression.codec"] == "snappy"  # --conf wins
+    assert got["spark.sql.adaptive.enabled"] == "true"  # filled in by build_session
+    assert "-XX:+UseParallelGC" in got["spark.driver.extraJavaOptions"]
