@@ -74,11 +74,6 @@ def _fill_in(spark: SparkSession, key: str, value: str) -> None:
     spark.conf.set(FILLED_KEY, ",".join(sorted(_filled(spark) | {key})))
 
 
-def stop_session(spark: SparkSession) -> None:
-    """Stop the session at the end of a job."""
-    spark.stop()
-
-
 def size_shuffle_partitions(spark: SparkSession, data_bytes: int,
                             bytes_per_partition: int = 32 << 20, cap: int = 10_000) -> int:
     """Set ``spark.sql.shuffle.partitions`` from the data size, unless the user set it.

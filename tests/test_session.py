@@ -22,24 +22,11 @@ from lsh_spark.session import (
     in_background,
     size_adaptive_execution,
     size_shuffle_partitions,
-    stop_session,
     submitted,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_PROPERTIES = ROOT / "conf" / "local.properties"
-
-
-def test_stop_session_is_a_plain_stop():
-    class Session:
-        stopped = 0
-
-        def stop(self):
-            self.stopped += 1
-
-    spark = Session()
-    stop_session(spark)
-    assert spark.stopped == 1
 
 
 @pytest.fixture
