@@ -29,7 +29,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-
 # Letters, numbers and combining marks are text; everything else separates words.
 _SEPARATORS = r"[^\p{L}\p{N}\p{M}]+"
 # Control characters (other than tab/newline/CR/FF) and U+FFFD mark bytes that were not text.

@@ -44,7 +44,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-
 # Rows per Arrow batch handed back to Spark (bounds a worker's memory to about
 # this many extracted texts, whatever the size of the WARC file).
 OUT_BATCH_ROWS = 512
