@@ -97,11 +97,9 @@ def bucket_members(band_rows: DataFrame) -> DataFrame:
 
     ``ids`` is sorted ascending and holds one id, the smallest, per distinct
     ``text_hash``.  Band rows are shuffled by ``(band, bucket)`` and each
-    partition is grouped with two numpy sorts (:func:`_bucket_batches`): on the
-    659,504 band rows of 41,219 documents, 3.4 to 3.8 s against 5.1 to 5.3 s
-    for Spark's two aggregations (a ``min`` over string ids, which Spark can
-    only sort-aggregate, then a ``collect_list``) in a fresh session, shuffle
-    included.  Copies are compared on a 64-bit hash of the 16-byte
+    partition is grouped with two numpy sorts (:func:`_bucket_batches`),
+    faster than Spark's two aggregations (a ``min`` over string ids, which
+    Spark can only sort-aggregate, then a ``collect_list``).  Copies are compared on a 64-bit hash of the 16-byte
     ``text_hash``; two different texts in one bucket would have to collide in
     64 bits to be merged.
     """
@@ -341,9 +339,3 @@ class DuplicateGroups:
                 .join(members.select(F.col("rep").alias("id_b"), F.col("id").alias("y")),
                       "id_b", "left")
                 .select(F.least(x, y).alias("id_a"), F.greatest(x, y).alias("id_b"), *rest))
-
-
-def exact_duplicate_pairs(docs: DataFrame, max_group: int = 5000) -> DataFrame:
-    """``(id, text_hash) -> (id_a, id_b, jaccard=1.0)``: every pair of identical texts
-    (star edges to the smallest id in groups above ``max_group``)."""
-    return DuplicateGroups(docs, max_group).pairs()
