@@ -99,9 +99,9 @@ def bucket_members(band_rows: DataFrame) -> DataFrame:
     ``text_hash``.  Band rows are shuffled by ``(band, bucket)`` and each
     partition is grouped with two numpy sorts (:func:`_bucket_batches`),
     faster than Spark's two aggregations (a ``min`` over string ids, which
-    Spark can only sort-aggregate, then a ``collect_list``).  Copies are compared on a 64-bit hash of the 16-byte
-    ``text_hash``; two different texts in one bucket would have to collide in
-    64 bits to be merged.
+    Spark can only sort-aggregate, then a ``collect_list``).  Copies are
+    compared on a 64-bit hash of the 16-byte ``text_hash``; two different
+    texts in one bucket would have to collide in 64 bits to be merged.
     """
     fields = {f.name: f.dataType for f in band_rows.schema.fields}
     schema = T.StructType([
