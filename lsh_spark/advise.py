@@ -34,10 +34,12 @@ import math
 from typing import Any
 
 import numpy as np
+from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lsh_spark.banding import candidate_probability
+from lsh_spark.caching import cached
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
 from lsh_spark.io import read_corpus
 from lsh_spark.normalize import prepare
@@ -47,6 +49,9 @@ from lsh_spark.verify import block_pairs
 NUM_PERM_GRID = (32, 64, 128, 256)
 # Sample true pairs needed before the measured sample recall may veto a choice.
 MIN_TRUE_PAIRS = 100
+# The sample fraction draws this many times the rows wanted, so that a
+# Bernoulli sample rarely falls short of them (the surplus is cut by a limit).
+SAMPLE_OVERDRAW = 1.5
 
 
 def collect_sample(spark: SparkSession, input_path: str, cfg: DedupConfig, size: int,
@@ -69,13 +74,10 @@ def collect_sample(spark: SparkSession, input_path: str, cfg: DedupConfig, size:
         items = feats.select(F.struct(F.col("shingles").alias("distinct"),
                                       F.col("all" if tf else "shingles").alias("weighted"))
                              .alias("x"))
-    items = items.persist()
-    try:
+    with cached(items, StorageLevel.MEMORY_AND_DISK_DESER) as items:
         n = items.count()
-        fraction = min(1.0, 1.5 * size / max(n, 1))
+        fraction = min(1.0, SAMPLE_OVERDRAW * size / max(n, 1))
         rows = items.sample(fraction=fraction, seed=seed).limit(size).collect()
-    finally:
-        items.unpersist()
     if cfg.method in VECTOR_METHODS:
         return [r["x"] for r in rows], n
     if cfg.method == "simhash":

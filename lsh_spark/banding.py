@@ -98,11 +98,9 @@ def explode_bands(signatures: DataFrame, bands: int, rows: int, *extra: str) -> 
     any ``(b, r)``.  Written out instead as one hash expression per band, the
     bands made one method of the stage's generated code longer than the 8,000
     bytes of bytecode HotSpot compiles at most (``-XX:+DontCompileHugeMethods``,
-    its default), so the JVM interpreted it: a Java Flight Recorder profile of
-    a 41k run found 11% of all task samples in that method.  Exploding 165k
-    signatures of the 41k comparison corpus (warm, ``local[2]``): 0.53-0.63 s
-    against 1.6-1.9 s at (16, 6), 0.89-1.1 s against 6-9 s at (128, 1),
-    0.71-0.85 s against 2.9-3.2 s at (4, 32) (bench/HISTORY.md, session 39).
+    its default), so the JVM interpreted it, and a profile found a large share
+    of all task time in that method; the sequence form is several times faster
+    for every ``(b, r)`` (figures in bench/HISTORY.md).
 
     Example
     -------

@@ -43,7 +43,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 
-
 def sort_ranks(values: pa.Array) -> np.ndarray:
     """The position of each value in Arrow's ascending sort of ``values`` (which
     orders strings bytewise, as Spark compares them): int64, ``0 .. n - 1``."""
@@ -98,13 +97,11 @@ def bucket_members(band_rows: DataFrame) -> DataFrame:
 
     ``ids`` is sorted ascending and holds one id, the smallest, per distinct
     ``text_hash``.  Band rows are shuffled by ``(band, bucket)`` and each
-    partition is grouped with two numpy sorts (:func:`_bucket_batches`): on the
-    659,504 band rows of 41,219 documents, 3.4 to 3.8 s against 5.1 to 5.3 s
-    for Spark's two aggregations (a ``min`` over string ids, which Spark can
-    only sort-aggregate, then a ``collect_list``) in a fresh session, shuffle
-    included.  Copies are compared on a 64-bit hash of the 16-byte
-    ``text_hash``; two different texts in one bucket would have to collide in
-    64 bits to be merged.
+    partition is grouped with two numpy sorts (:func:`_bucket_batches`),
+    faster than Spark's two aggregations (a ``min`` over string ids, which
+    Spark can only sort-aggregate, then a ``collect_list``).  Copies are
+    compared on a 64-bit hash of the 16-byte ``text_hash``; two different
+    texts in one bucket would have to collide in 64 bits to be merged.
     """
     fields = {f.name: f.dataType for f in band_rows.schema.fields}
     schema = T.StructType([
@@ -226,17 +223,17 @@ class DuplicateGroups:
         self._planned: int | None = None
         self._persisted = False
 
-    def persist(self) -> DuplicateGroups:
-        """Compute the member table once for every use (``MEMORY_AND_DISK``).
+    def persist(self, level: StorageLevel = StorageLevel.MEMORY_AND_DISK) -> DuplicateGroups:
+        """Compute the member table once for every use (at ``level``).
 
         Each of :meth:`stats_frame`, :meth:`pairs`, :meth:`copies` and
         :meth:`expand` otherwise groups all documents by ``text_hash`` again
-        and joins them back: on 41,219 documents, 4 more stages and about
-        2.3 s more task time in the query that writes ``pairs/``.  The table
-        holds only documents with copies.  Call :meth:`unpersist` when done.
+        and joins them back (four more stages in the query that writes
+        ``pairs/``).  The table holds only documents with copies.  Call
+        :meth:`unpersist` when done (or use :func:`lsh_spark.caching.cached`).
         """
         if not self._persisted:
-            self.members = self.members.persist(StorageLevel.MEMORY_AND_DISK)
+            self.members = self.members.persist(level)
             self._persisted = True
         return self
 
@@ -342,9 +339,3 @@ class DuplicateGroups:
                 .join(members.select(F.col("rep").alias("id_b"), F.col("id").alias("y")),
                       "id_b", "left")
                 .select(F.least(x, y).alias("id_a"), F.greatest(x, y).alias("id_b"), *rest))
-
-
-def exact_duplicate_pairs(docs: DataFrame, max_group: int = 5000) -> DataFrame:
-    """``(id, text_hash) -> (id_a, id_b, jaccard=1.0)``: every pair of identical texts
-    (star edges to the smallest id in groups above ``max_group``)."""
-    return DuplicateGroups(docs, max_group).pairs()

@@ -34,7 +34,6 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-
 # Label-propagation sweeps per partition; an unfinished contraction is still
 # correct (see local_roots), only less of a reduction.
 MAX_LOCAL_SWEEPS = 32

@@ -25,8 +25,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lsh_spark.minhash import permutation_params, signature_arrays
-from lsh_spark.normalize import (NO_TEXT, TEXT_CHAR, binary_reasons, char_lengths, keep_where,
-                                 normalize_array)
+from lsh_spark.normalize import (
+    NO_TEXT,
+    TEXT_CHAR,
+    binary_reasons,
+    char_lengths,
+    keep_where,
+    normalize_array,
+)
 from lsh_spark.shingle import pack_shingles, packed_slices, text_hash_arrow, word_shingles_arrow
 
 

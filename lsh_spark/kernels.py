@@ -4,7 +4,7 @@ A kernel here is a plain Python function over numpy arrays written as loops
 (no Python objects), which :func:`compiled` turns into machine code with
 numba once per process; numba caches the code on disk (next to the kernel's
 source file, or in its user cache directory), so a new Python worker loads it
-in about 0.2 s instead of compiling it again.  Callers keep a numpy version of
+instead of compiling it again.  Callers keep a numpy version of
 every kernel with the same results: it runs where numba is missing, and the
 tests compare the two.  ``LSH_SPARK_KERNELS=numpy`` in the environment (of the Python
 workers, for the jobs) selects the numpy versions everywhere.
@@ -41,8 +41,7 @@ def use_compiled(kernel: str | None) -> bool:
 @functools.lru_cache(maxsize=None)
 def compiled(func: Callable[..., None]) -> Callable[..., None]:
     """``func`` compiled by numba (``nopython`` mode, cached on disk where a
-    cache location is writable; otherwise compiled in every process, about
-    0.5 s).  Call only when :func:`use_compiled` is true."""
+    cache location is writable; otherwise compiled in every process).  Call only when :func:`use_compiled` is true."""
     numba = _numba()
     try:
         return numba.njit(cache=True, nogil=True)(func)

@@ -20,9 +20,9 @@ batch and the Arrow list offsets:
   and shingle, all ``num_perm`` permutations of that shingle in registers
   (32-bit coefficients, so each product is one 32 x 32 -> 64-bit multiply the
   compiler vectorizes), folded into the document's running minima; compiled
-  once per process and cached on disk by numba.  On the 4,343,015 shingles of
-  10,000 documents and 128 permutations: 0.06 s against 0.50 s for the numpy
-  kernel on the same core (``bench/minhash_throughput.py`` compares both).
+  once per process and cached on disk by numba.  Several times faster than
+  the numpy kernel on the same core (``bench/minhash_throughput.py`` compares
+  both).
 * **numpy** (the fallback, and the reference in the tests): the shingles cut
   at document boundaries into chunks of about ``CHUNK`` values (32K, 256 KB
   each: the chunk and its two scratch arrays stay in a core's L2 cache while
@@ -62,9 +62,8 @@ from lsh_spark.shingle import shingle_parts
 MERSENNE_31 = np.uint64((1 << 31) - 1)
 # Shingle values per chunk of the kernel (see the module docstring).
 CHUNK = 1 << 15
-# 32K rather than 64K: 0.114 s against 0.124 s (medians of 5) for the 891,269
-# shingles of a 2,048-document batch on a core with 1 MB of L2; 16K and less
-# pay more in per-call overhead than they gain (0.13-0.17 s).
+# 32K rather than 64K keeps a chunk and its scratch arrays in a core's L2
+# cache; 16K and less pay more in per-call overhead than they gain.
 _P = (1 << 31) - 1
 _MASK64 = (1 << 64) - 1
 

@@ -29,7 +29,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-
 # Letters, numbers and combining marks are text; everything else separates words.
 _SEPARATORS = r"[^\p{L}\p{N}\p{M}]+"
 # Control characters (other than tab/newline/CR/FF) and U+FFFD mark bytes that were not text.
@@ -182,9 +181,8 @@ def _normalize_ascii(arr: pa.Array) -> pa.Array:
             keep[first - 1] = False
     # Each text's kept bytes.  numpy's reduceat of the bytes into int64
     # converts element by element; for long texts one vectorized count per
-    # text is faster (0.06 s against 0.23 s for the 41k benchmark corpus in
-    # 2,048-document batches, about 2,700 bytes a text), for short ones the
-    # per-text call costs more than it saves (below about 1 KB a text).
+    # text is faster, for short ones the per-text call costs more than it
+    # saves (below about 1 KB a text).
     kept = np.zeros(n, dtype=np.int64)
     if len(keep) >= _COUNT_PER_TEXT_BYTES * n:
         kept[:] = np.fromiter((np.count_nonzero(keep[s:e])
@@ -268,10 +266,6 @@ def reject_reason(text: Column, max_chars: int, binary: bool = True) -> Column:
         _BINARY_REASON.replace("%", "%%").format("%.0f"), share * 100))
 
 
-# The same characters for RE2 (Arrow's regex kernels), which spells U+FFFD \x{FFFD}.
-_BINARY_CHARS_RE2 = "[\\x00-\\x08\\x0B\\x0E-\\x1F\\x7F\\x{FFFD}]"
-
-
 # The control characters of _BINARY_CHARS as a byte table (all are ASCII, and
 # in UTF-8 an ASCII byte is always its own character).
 _CONTROL = np.zeros(256, dtype=bool)
@@ -285,9 +279,8 @@ def binary_char_counts(texts: pa.Array) -> np.ndarray:
 
     The control characters are single ASCII bytes and U+FFFD is the bytes
     ``EF BF BD``, which valid UTF-8 never splits; the rare positions found are
-    assigned to their texts by their offsets.  For the texts of the 41k
-    benchmark corpus in 2,048-document batches: 0.04 s against 0.15 s for
-    RE2 (0.36 s in a fresh process, which compiles and warms it first).
+    assigned to their texts by their offsets.  Faster than RE2, which also
+    compiles and warms up in every fresh process.
     """
     n = len(texts)
     counts = np.zeros(n, dtype=np.int64)
@@ -374,7 +367,7 @@ def _spark_num_chars(raw: bytes) -> int:
     """Spark's ``length`` of a string's bytes: its code points when they are
     valid UTF-8; otherwise the bytes less those Spark steps over, found by
     walking the lead bytes only (in a Latin-1 text, its accented letters), not
-    every byte: 0.13 ms for a 4,860-byte French text in Latin-1."""
+    every byte."""
     try:
         return len(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -422,19 +415,3 @@ def prepare(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:
     no_text = F.when(~F.col("norm").rlike(TEXT_CHAR), F.lit(NO_TEXT))
     return normed.select("id", "text_len", "norm",
                          F.coalesce("reason", no_text).alias("reason"))
-
-
-def prepare_documents(df: DataFrame, text_col: str, max_chars: int) -> tuple[DataFrame, DataFrame]:
-    """:func:`prepare` split into accepted documents and rejects.
-
-    Returns
-    -------
-    docs : DataFrame
-        ``id``, ``text_len`` (characters of the raw text), ``norm`` (never empty).
-    rejects : DataFrame
-        ``id``, ``reason`` for every record that cannot be processed.
-    """
-    prepared = prepare(df, text_col, max_chars)
-    docs = prepared.filter(F.col("reason").isNull()).select("id", "text_len", "norm")
-    rejects = prepared.filter(F.col("reason").isNotNull()).select("id", "reason")
-    return docs, rejects

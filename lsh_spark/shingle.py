@@ -255,9 +255,8 @@ def xxh64_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed:
     token, together, in the specification's steps (Collet, xxHash, "XXH64
     algorithm description"), one group per length: the strings of one length
     take the same steps, so each step runs over a whole group without a mask
-    or a scatter (0.62-0.72 s against 0.89-0.93 s for the tokens of the 41k
-    benchmark corpus, where each step ran over the strings that still had that
-    much left); longer ones go to the ``xxhash`` package.
+    or a scatter (faster than running each step over the strings that still
+    have that much left); longer ones go to the ``xxhash`` package.
     """
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -429,8 +428,7 @@ def _hash_strings(values: pa.Array, *seeds: int) -> list[np.ndarray]:
     """Spark's ``xxhash64(seed, s)`` (as uint64) of every string of ``values``, per seed.
 
     One ``xxhash`` call per string: for whole texts the package's vectorized
-    code beats :func:`_xxh64_loop` (0.09 s against 0.11 s for the two text
-    hashes of the 41k benchmark corpus)."""
+    code beats :func:`_xxh64_loop` on long strings."""
     raw = values.cast(pa.large_binary()).to_pylist()
     return [np.fromiter((xxhash.xxh64_intdigest(b, seed=h1) for b in raw),
                         dtype=np.uint64, count=len(raw))
@@ -472,17 +470,15 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int, kernel: str | None = 
     Returns ``list<int64>``: the sorted distinct shingle hashes of each text,
     null where ``norm`` is null, identical to the Spark path's values.  The
     tokens are hashed in place in the text buffer (:func:`split_spans`,
-    :func:`xxh64_spans`): for a batch of 2,048 texts (902,383 tokens) that
-    took 0.06 s in numpy, against 0.11 s for Arrow's split, a dictionary of the distinct
-    tokens and one ``xxhash`` call per distinct token.  ``kernel`` chooses how
+    :func:`xxh64_spans`), faster than Arrow's split, a dictionary of the
+    distinct tokens and one ``xxhash`` call per distinct token.  ``kernel`` chooses how
     the tokens and k-grams are hashed (:func:`lsh_spark.kernels.use_compiled`):
     the compiled kernels hash one token, then one round of the k-gram chain
     over a text's k-grams, at a time (:func:`_xxh64_loop`, :func:`_kgram_loop`);
     the numpy path runs each step over a whole batch (:func:`_kgram_chain`).
     Either way each text's hashes are then sorted by numpy's sort (numba's
-    sort took 0.61 s against 0.07 s for the 41k benchmark corpus).  For that
-    corpus in 2,048-text batches, on one core: 0.57 s compiled against 1.16 s
-    in numpy (best of five; ``bench/shingle_throughput.py`` times both).
+    sort is much slower).  The compiled path is about twice as fast as numpy
+    (``bench/shingle_throughput.py`` times both).
     """
     norm = pa.array(norm) if not isinstance(norm, pa.Array) else norm
     n = len(norm)

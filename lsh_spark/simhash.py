@@ -40,7 +40,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-
 BITS = 64
 # Shingles processed at a time: a (chunk x 64) int8 vote matrix, 16 MiB.
 _CHUNK = 1 << 18

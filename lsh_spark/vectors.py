@@ -37,7 +37,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-
 # Vectors projected at a time (bounds the float64 matrix of one chunk).
 _CHUNK = 4096
 

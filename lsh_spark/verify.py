@@ -74,8 +74,8 @@ def kept_where(df: DataFrame, keep: list[str], value: Column, name: str,
     ``value`` is computed once per row.  A filter on a projected column is
     pushed below the projection with the expression inlined, so an expensive
     value (an ``array_intersect``, a dot product) ran again in the filter, and
-    a Jaccard's intersection twice there: 2.0 s against 0.9 s for 42,720 pairs
-    of ~190 shingles.  Here the value is projected, and an ``explode`` of a
+    a Jaccard's intersection twice there, doubling its cost.  Here the value
+    is projected, and an ``explode`` of a
     zero- or one-element array, which the optimizer does not inline into,
     keeps the rows.
     """
@@ -121,8 +121,7 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
     search of the smaller in the larger (numpy, :func:`sorted_intersections`)
     counts the intersection.  Spark's ``array_intersect`` builds a hash
     set per pair instead (its generated code also boxes every element until the
-    JIT warms up): 1.6-1.8 s against 1.0-1.3 s for the 18,870 pair rows of a
-    41k-document corpus, verified and written.
+    JIT warms up), which is markedly slower.
     """
     needed = shingles.select("id", "shingles")
     if broadcast:
@@ -152,9 +151,8 @@ def sorted_intersections(a_values: np.ndarray, a_lengths: np.ndarray, b_values: 
     ``kernel`` chooses the implementation (:func:`lsh_spark.kernels.use_compiled`):
     the compiled one merges the two sorted sets of each pair in one loop
     (:func:`_intersections_loop`); the numpy one searches the smaller set in
-    the larger, one pair at a time from Python.  For 18,870 pairs of 200-560
-    values (the pair rows of the 41k comparison corpus): 0.02 s against
-    0.29 s.  Both give the same counts.
+    the larger, one pair at a time from Python, an order of magnitude slower.
+    Both give the same counts.
     """
     a_off = np.zeros(len(a_lengths) + 1, dtype=np.int64)
     np.cumsum(a_lengths, out=a_off[1:])
@@ -230,8 +228,7 @@ def _incidence_columns(values: np.ndarray, lengths: np.ndarray
     """
     rows = np.repeat(np.arange(len(lengths)), lengths)
     # Each member's values are sorted, so a stable sort (a run-merging sort in
-    # numpy) costs a fraction of np.unique's quicksort: 0.05 s against 0.54 s
-    # for the 2 million shingles of a 5,000-member template family.
+    # numpy) costs a fraction of np.unique's quicksort.
     order = np.argsort(values, kind="stable")
     ranked = values[order]
     new = np.empty(len(ranked), dtype=bool)
@@ -484,8 +481,7 @@ def expand_copies(ids: pa.Array, copies: pa.Array, i: np.ndarray, j: np.ndarray,
     ib = off[j][pair] + t % width
     # Each pair ordered by its ids' ranks in Arrow's sort (bytewise for
     # strings, as Spark compares them): two takes of the ids, instead of two
-    # takes, a string comparison and two string selections (0.27 s against
-    # 0.60 s for 1.2M pairs of string ids).
+    # takes, a string comparison and two string selections.
     rank = sort_ranks(flat)
     first = rank[ia] < rank[ib]
     return (flat.take(pa.array(np.where(first, ia, ib))),

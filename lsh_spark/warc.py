@@ -44,14 +44,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-
 # Rows per Arrow batch handed back to Spark (bounds a worker's memory to about
 # this many extracted texts, whatever the size of the WARC file).
 OUT_BATCH_ROWS = 512
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 
-WARC_COLUMNS = ("id", "url", "fetch_time", "warc_record_id", "content_digest",
-                "warc_file", "warc_offset")
+# Characters of a parser's or an extractor's message kept in a reject reason.
+ERROR_MESSAGE_CHARS = 160
+EXTRACT_MESSAGE_CHARS = 120
 
 
 def warc_schema(text_col: str) -> T.StructType:
@@ -104,69 +104,69 @@ def parse_records(data: bytes, file_name: str) -> Iterator[dict]:
                                    parse_http=True):
             n += 1
             pos = int(rec.stream_pos)
-            headers = rec.headers
-            rid = headers.get("WARC-Record-ID")
-            date = rec.record_date
-            if date is not None and date.tzinfo is None:
-                date = date.replace(tzinfo=timezone.utc)
-            row = dict(base, id=rid, warc_record_id=rid, url=headers.get("WARC-Target-URI"),
-                       fetch_time=date, warc_offset=pos,
-                       content_digest=headers.get("WARC-Payload-Digest")
-                       or headers.get("WARC-Block-Digest"))
-            rtype = str(rec.record_type)
-            skip, text, body, charset, kind = None, None, None, None, None
-            if rtype == "response" and rec.is_http:
-                status = rec.http_headers.status_code
-                ctype = _media_type(rec.http_content_type)
-                if status != 200:
-                    skip = f"http_status: {status}"
-                elif ctype not in _HTML_TYPES:
-                    skip = f"not_html: {ctype or 'no content type'}"
-                else:
-                    kind, charset = "html", rec.http_charset
-            elif rtype in ("response", "resource"):
-                ctype = _media_type(headers.get("Content-Type"))
-                if ctype in _HTML_TYPES:
-                    kind = "html"
-                    charset = headers.get("Content-Type", "").partition("charset=")[2].strip()
-                    charset = charset.strip('"') or None
-                else:
-                    skip = f"not_html: {ctype or 'no content type'}"
-            elif rtype == "conversion":
-                kind = "text"
-            else:
-                skip = f"record_type: {rtype}"
-            if kind is not None:
-                body = rec.reader.read()
-                encoded = rec.is_http and rec.http_headers.get("Content-Encoding")
-                if len(body) < rec.content_length and not encoded:
-                    yield dict(row, reject_reason=(
-                        f"truncated_record: the file ends {rec.content_length - len(body)} "
-                        f"bytes into this record's {rec.content_length}-byte payload"))
-                    continue
-            else:
-                rec.reader.consume()
-            if skip is not None:
-                yield dict(row, skip_reason=skip)
-                continue
-            if rid is None:
-                yield dict(row, reject_reason="null_id: record has no WARC-Record-ID")
-                continue
-            try:
-                text = _html_text(body, charset) if kind == "html" else _decode_text(body, None)
-            except Exception as exc:  # noqa: BLE001 - any extractor failure is a reject
-                msg = " ".join(str(exc).split())[:120]
-                yield dict(row, reject_reason=f"extract_failed: {type(exc).__name__}: {msg}")
-                continue
-            if not text or not text.strip():
-                yield dict(row, reject_reason="empty_text: no text extracted from the page")
-                continue
-            yield dict(row, text=text)
+            yield _record_row(rec, dict(base, warc_offset=pos))
     except Exception as exc:  # noqa: BLE001 - the rest of the file is unreadable
-        msg = " ".join(str(exc).split())[:160]
+        msg = " ".join(str(exc).split())[:ERROR_MESSAGE_CHARS]
         yield dict(base, warc_offset=pos, reject_reason=(
             f"invalid_record: WARC parse error in {posixpath.basename(file_name)} after "
             f"{n} records: {type(exc).__name__}: {msg}"))
+
+
+def _record_row(rec, base: dict) -> dict:
+    """The row of one record: its header fields plus its text, a ``skip_reason``
+    or a ``reject_reason``.  Reads (or skips) the record's payload."""
+    headers = rec.headers
+    rid = headers.get("WARC-Record-ID")
+    date = rec.record_date
+    if date is not None and date.tzinfo is None:
+        date = date.replace(tzinfo=timezone.utc)
+    row = dict(base, id=rid, warc_record_id=rid, url=headers.get("WARC-Target-URI"),
+               fetch_time=date,
+               content_digest=headers.get("WARC-Payload-Digest")
+               or headers.get("WARC-Block-Digest"))
+    skip, kind, charset = _classify(rec)
+    if kind is None:
+        rec.reader.consume()
+        return dict(row, skip_reason=skip)
+    body = rec.reader.read()
+    encoded = rec.is_http and rec.http_headers.get("Content-Encoding")
+    if len(body) < rec.content_length and not encoded:
+        return dict(row, reject_reason=(
+            f"truncated_record: the file ends {rec.content_length - len(body)} "
+            f"bytes into this record's {rec.content_length}-byte payload"))
+    if rid is None:
+        return dict(row, reject_reason="null_id: record has no WARC-Record-ID")
+    try:
+        text = _html_text(body, charset) if kind == "html" else _decode_text(body, None)
+    except Exception as exc:  # noqa: BLE001 - any extractor failure is a reject
+        msg = " ".join(str(exc).split())[:EXTRACT_MESSAGE_CHARS]
+        return dict(row, reject_reason=f"extract_failed: {type(exc).__name__}: {msg}")
+    if not text or not text.strip():
+        return dict(row, reject_reason="empty_text: no text extracted from the page")
+    return dict(row, text=text)
+
+
+def _classify(rec) -> tuple[str | None, str | None, str | None]:
+    """``(skip_reason, kind, charset)`` of a record: ``kind`` is ``"html"`` or
+    ``"text"`` for a page to read, None (with a ``skip_reason``) otherwise."""
+    rtype = str(rec.record_type)
+    if rtype == "response" and rec.is_http:
+        status = rec.http_headers.status_code
+        ctype = _media_type(rec.http_content_type)
+        if status != 200:
+            return f"http_status: {status}", None, None
+        if ctype not in _HTML_TYPES:
+            return f"not_html: {ctype or 'no content type'}", None, None
+        return None, "html", rec.http_charset
+    if rtype in ("response", "resource"):
+        ctype = _media_type(rec.headers.get("Content-Type"))
+        if ctype not in _HTML_TYPES:
+            return f"not_html: {ctype or 'no content type'}", None, None
+        charset = rec.headers.get("Content-Type", "").partition("charset=")[2].strip()
+        return None, "html", charset.strip('"') or None
+    if rtype == "conversion":
+        return None, "text", None
+    return f"record_type: {rtype}", None, None
 
 
 def _extract_batches(text_col: str):

@@ -11,7 +11,6 @@ from lsh_spark.candidates import (
     bucket_summary,
     candidate_pairs,
     DuplicateGroups,
-    exact_duplicate_pairs,
 )
 
 ROWS = T.StructType([
@@ -72,10 +71,10 @@ def test_large_bucket_is_bounded_to_star_edges(spark):
 def test_exact_duplicate_pairs_list_every_pair_of_a_group_with_jaccard_1(spark):
     df = spark.createDataFrame(
         [("b", h(1)), ("a", h(1)), ("c", h(1)), ("z", h(2))], "id string, text_hash binary")
-    got = {(r.id_a, r.id_b, r.jaccard) for r in exact_duplicate_pairs(df).collect()}
+    got = {(r.id_a, r.id_b, r.jaccard) for r in DuplicateGroups(df, 5000).pairs().collect()}
     assert got == {("a", "b", 1.0), ("a", "c", 1.0), ("b", "c", 1.0)}
     # Above max_group: star edges to the smallest id.
-    got = {(r.id_a, r.id_b) for r in exact_duplicate_pairs(df, max_group=2).collect()}
+    got = {(r.id_a, r.id_b) for r in DuplicateGroups(df, max_group=2).pairs().collect()}
     assert got == {("a", "b"), ("a", "c")}
 
 

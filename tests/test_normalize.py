@@ -5,7 +5,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.normalize import _normalize_unicode, normalize_array, prepare_documents
+from lsh_spark.normalize import _normalize_unicode, normalize_array, prepare
 from reference import normalize as reference_normalize
 
 TEXTS = [
@@ -24,6 +24,18 @@ TEXTS = [
     "I ❤️ NY ✈️ trips",
     "e\u0301cole \u0301lone mark",      # decomposed accent composes; a lone mark is dropped
 ]
+
+# The binary characters of lsh_spark.normalize for RE2 (Arrow's regex kernels),
+# which spells U+FFFD \x{FFFD}: the reference count of binary_char_counts.
+_BINARY_CHARS_RE2 = "[\\x00-\\x08\\x0B\\x0E-\\x1F\\x7F\\x{FFFD}]"
+
+
+def prepare_documents(df, text_col, max_chars):
+    """:func:`prepare` split into accepted ``(id, text_len, norm)`` and ``(id, reason)``."""
+    prepared = prepare(df, text_col, max_chars)
+    docs = prepared.filter(F.col("reason").isNull()).select("id", "text_len", "norm")
+    rejects = prepared.filter(F.col("reason").isNotNull()).select("id", "reason")
+    return docs, rejects
 
 
 @pytest.mark.parametrize("text", TEXTS)
@@ -170,7 +182,7 @@ def test_binary_char_counts_equal_the_regex_count(typ):
     import numpy as np
     import pyarrow.compute as pc
 
-    from lsh_spark.normalize import _BINARY_CHARS_RE2, binary_char_counts
+    from lsh_spark.normalize import binary_char_counts
 
     rng = random.Random(7)
     pieces = ["a", "Zz ", "\t", "\n", "\r", "\x0c", "\x00", "\x07", "\x0b", "\x1f", "\x7f",

@@ -483,35 +483,21 @@ def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(
         assert work["split_tasks"] > int(spark.conf.get("spark.sql.shuffle.partitions"))
 
 
-@pytest.mark.parametrize("documents,shingles,block_members,want", [
-    (1000, (64 << 20) // 8 - 8000, 10, True),      # exactly BROADCAST_SHINGLE_BYTES
-    (1000, (64 << 20) // 8 - 8000 + 1, 10, False),  # one shingle more
-    (1000, 10, None, False), (None, 10, 0, False), (1000, None, 0, False),
-    (2_000_001, 10, 0, False),                      # more ids than BROADCAST_ID_ROWS
-])
-def test_verify_is_sized_by_bounds_only_when_every_shingle_set_fits_a_broadcast(
-        documents, shingles, block_members, want):
-    from lsh_spark.pipeline import BROADCAST_ID_ROWS, BROADCAST_SHINGLE_BYTES, _sized_by_bounds
-
-    assert BROADCAST_SHINGLE_BYTES == 64 << 20 and BROADCAST_ID_ROWS == 2_000_000
-    assert _sized_by_bounds(block_members, documents, shingles) is want
-
-
 def test_verify_broadcast_and_shuffled_shingles_give_the_same_pairs(spark, tmp_path, sample_path,
                                                                     monkeypatch):
     """The pair candidates' shingle sets are broadcast up to BROADCAST_SHINGLE_BYTES
     (read once, not cached) and joined by shuffles above it (cached, read by both
     joins): the same pairs and counts either way."""
-    from lsh_spark import pipeline
     from lsh_spark.config import DedupConfig
     from lsh_spark.io import StagedOutput
     from lsh_spark.pipeline import stage_candidates, stage_signatures, stage_verify
+    from lsh_spark.stages import verify_plan
 
     cfg = DedupConfig()
-    default = pipeline.BROADCAST_SHINGLE_BYTES
+    default = verify_plan.BROADCAST_SHINGLE_BYTES
     runs = {}
     for limit in (default, 0):
-        monkeypatch.setattr(pipeline, "BROADCAST_SHINGLE_BYTES", limit)
+        monkeypatch.setattr(verify_plan, "BROADCAST_SHINGLE_BYTES", limit)
         out = StagedOutput(spark, str(tmp_path / f"run-{limit}"))
         stage_signatures(spark, str(sample_path), out, cfg)
         stage_candidates(spark, out, cfg)

@@ -1,0 +1,113 @@
+"""What every pipeline stage uses: its output, its timer and job tags, observed counts."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol
+
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+
+from lsh_spark.config import DedupConfig
+from lsh_spark.io import FileSystem
+
+log = logging.getLogger(__name__)
+
+# Writer options of ``shingles/``: 64-bit hashes do not compress and never
+# repeat within a page, so a codec and Parquet's dictionary attempt only cost
+# time.
+SCRATCH_PARQUET = {"compression": "none", "parquet.enable.dictionary": "false"}
+# Writer options of ``signatures/``: every column but the shingle count is a
+# unique id or a hash, so Parquet's dictionary attempt (a hash map of the first
+# megabyte of values per column, then a fallback to plain encoding) only costs
+# time and saves no bytes.
+SIGNATURE_PARQUET = {"parquet.enable.dictionary": "false"}
+
+
+class Output(Protocol):
+    """Where a stage reads and writes its datasets (:class:`lsh_spark.io.StagedOutput`
+    for a whole run, :class:`lsh_spark.io.StagewiseOutput` for one stage job)."""
+
+    fs: FileSystem
+
+    def path(self, name: str) -> str: ...
+    def write(self, df: DataFrame, name: str, **options: str) -> None: ...
+    def read(self, name: str) -> DataFrame: ...
+
+
+def job_tag(stage: str) -> str:
+    """The Spark job tag (and job group id) of pipeline stage ``stage``'s jobs."""
+    return f"lsh-spark:{stage}"
+
+
+def job_group(stage: str) -> tuple[str, str]:
+    """The job group id and description of a background job of ``stage``
+    (:func:`lsh_spark.session.in_background`)."""
+    return job_tag(stage), f"lsh-spark stage {stage}"
+
+
+@contextmanager
+def tagged(spark: SparkSession | None, stage: str) -> Iterator[None]:
+    """Tag the Spark jobs this thread starts inside the block with :func:`job_tag`,
+    so the Spark UI and the event log attribute them (and their shuffle volume)
+    to a pipeline stage.  ``spark=None``: no tag."""
+    if spark is None:
+        yield
+        return
+    tag = job_tag(stage)
+    spark.addTag(tag)
+    try:
+        yield
+    finally:
+        spark.removeTag(tag)
+
+
+class Timer:
+    """Wall-clock seconds per named section, for the report.
+
+    With a session, the Spark jobs a section starts are tagged with the
+    section's name (:func:`tagged`).
+    """
+
+    def __init__(self, spark: SparkSession | None = None) -> None:
+        self.seconds: dict[str, float] = {}
+        self.spark = spark
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            with tagged(self.spark, name):
+                yield
+        finally:
+            self.seconds[name] = round(time.perf_counter() - start, 3)
+            log.debug("section %s: %.3f s", name, self.seconds[name])
+
+
+def observed(df: DataFrame, **metrics: Column) -> tuple[DataFrame, Observation]:
+    """``df`` plus aggregate ``metrics`` (named by keyword) computed while it is
+    written, so a count for the report needs no job of its own.
+
+    The caller must run exactly one action on the returned DataFrame (one
+    write) before reading ``Observation.get``; place it on the last step of a
+    plan (the writing stage), where Spark applies each task's metrics once even
+    if the task is retried.
+    """
+    obs = Observation()
+    return df.observe(obs, *[value.alias(name) for name, value in metrics.items()]), obs
+
+
+def restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame:
+    """Give the user's id column its own name back in ``deduped/``."""
+    if derived or cfg.id_col == "id":
+        return df
+    df = df.withColumnRenamed("id", cfg.id_col)
+    return df.withColumnRenamed("_input_id", "id") if "_input_id" in df.columns else df
+
+
+def accepted_shingles(out: Output) -> DataFrame:
+    """``(id, shingles)`` of every accepted document, from ``shingles/``."""
+    return out.read("shingles").filter(F.col("shingles").isNotNull()).select("id", "shingles")
