@@ -18,6 +18,7 @@ scores every system's pairs against the same exact ground truth
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -36,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from quality import (
+from quality import (  # noqa: E402 (bench/ is put on sys.path above)
     all_pairs,
     check_ids,
     corpus_fingerprint,
@@ -76,8 +77,7 @@ def tree_memory(procs: list[psutil.Process]) -> int:
             rss = p.memory_info().rss
             parent = p.parent()
             exe = p.exe()
-            if (parent is not None and os.path.basename(exe) == "java"
-                    and parent.exe() == exe):
+            if parent is not None and os.path.basename(exe) == "java" and parent.exe() == exe:
                 continue  # the JVM forked, not yet exec'd: its pages are the parent's
             if rss > PSS_MAX_RSS:
                 total += rss
@@ -119,19 +119,23 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
     """Run ``cmd``; return wall seconds, the peak memory of its process tree (MiB,
     see :func:`tree_memory`), exit code and output tail."""
     import psutil
+
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     peak = [0]
     done = threading.Event()
 
     def poll() -> None:
         root = psutil.Process(proc.pid)
         while not done.is_set():
-            try:
+            with contextlib.suppress(psutil.Error):
                 peak[0] = max(peak[0], tree_memory([root] + root.children(recursive=True)))
-            except psutil.Error:
-                pass
             time.sleep(0.5)
 
     t = threading.Thread(target=poll, daemon=True)
@@ -139,9 +143,12 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
     out, _ = proc.communicate()
     done.set()
     t.join()
-    return {"seconds": round(time.perf_counter() - start, 1),
-            "peak_mem_mib": round(peak[0] / 2**20), "exit": proc.returncode,
-            "tail": out.strip().splitlines()[-3:]}
+    return {
+        "seconds": round(time.perf_counter() - start, 1),
+        "peak_mem_mib": round(peak[0] / 2**20),
+        "exit": proc.returncode,
+        "tail": out.strip().splitlines()[-3:],
+    }
 
 
 def summarize_runs(runs: list[dict], n_docs: int) -> dict:
@@ -155,10 +162,13 @@ def summarize_runs(runs: list[dict], n_docs: int) -> dict:
     if failed:
         return dict(failed[0])
     seconds = round(statistics.median(r["seconds"] for r in runs), 1)
-    return {**runs[-1], "seconds": seconds,
-            "peak_mem_mib": max(r["peak_mem_mib"] for r in runs),
-            "runs_seconds": [r["seconds"] for r in runs],
-            "docs_per_second": round(n_docs / seconds, 1)}
+    return {
+        **runs[-1],
+        "seconds": seconds,
+        "peak_mem_mib": max(r["peak_mem_mib"] for r in runs),
+        "runs_seconds": [r["seconds"] for r in runs],
+        "docs_per_second": round(n_docs / seconds, 1),
+    }
 
 
 def _fields(corpus: str, id_col: str, text_col: str, lines: int) -> tuple[bool, set[str]]:
@@ -184,19 +194,29 @@ def check_fields(corpus: str, id_col: str, text_col: str, lines: int = 1000) -> 
     if found:
         return
     if not seen:
-        raise SystemExit(f"--corpus: no JSON object among the first {lines} lines of "
-                         f"{corpus}; compare.py reads JSON Lines")
-    missing = [f"--{opt} {name!r}" for opt, name in (("id-col", id_col), ("text-col", text_col))
-               if name not in seen]
-    what = " and ".join(missing) or (f"--id-col {id_col!r} with --text-col {text_col!r}: "
-                                     "never a non-null id together with a string text")
-    raise SystemExit(f"{what}: not found in the first {lines} records of {corpus} (their "
-                     f"fields: {', '.join(sorted(seen))}). Every system reads these two "
-                     "fields and the pairs are scored by id: pass the corpus's own names")
+        raise SystemExit(
+            f"--corpus: no JSON object among the first {lines} lines of "
+            f"{corpus}; compare.py reads JSON Lines"
+        )
+    missing = [
+        f"--{opt} {name!r}"
+        for opt, name in (("id-col", id_col), ("text-col", text_col))
+        if name not in seen
+    ]
+    what = " and ".join(missing) or (
+        f"--id-col {id_col!r} with --text-col {text_col!r}: "
+        "never a non-null id together with a string text"
+    )
+    raise SystemExit(
+        f"{what}: not found in the first {lines} records of {corpus} (their "
+        f"fields: {', '.join(sorted(seen))}). Every system reads these two "
+        "fields and the pairs are scored by id: pass the corpus's own names"
+    )
 
 
-def ground_truth(corpus: str, threshold: float, cache_dir: str, id_col: str = "id",
-                 text_col: str = "text") -> dict:
+def ground_truth(
+    corpus: str, threshold: float, cache_dir: str, id_col: str = "id", text_col: str = "text"
+) -> dict:
     """All pairs with exact Jaccard >= ``threshold`` (bench/quality.py), cached.
 
     The pure-Python all-pairs search takes minutes on a 40k-document corpus, so
@@ -205,8 +225,9 @@ def ground_truth(corpus: str, threshold: float, cache_dir: str, id_col: str = "i
     fields read; any change to the corpus misses.
     """
     fields = "" if (id_col, text_col) == ("id", "text") else f"|{id_col}|{text_col}"
-    key = hashlib.sha256(f"{corpus_fingerprint(corpus)}|{threshold!r}{fields}".encode()
-                         ).hexdigest()[:16]
+    key = hashlib.sha256(
+        f"{corpus_fingerprint(corpus)}|{threshold!r}{fields}".encode()
+    ).hexdigest()[:16]
     path = os.path.join(cache_dir, f"truth-{key}.pkl")
     if os.path.exists(path):
         with open(path, "rb") as fh:
@@ -244,40 +265,68 @@ def main() -> None:
     # The fewest tables with P(candidate | J = 0.8) = 1 - 0.2**t >= 0.99, the
     # criterion lsh-spark's own banding uses (3 measured 0.9958 recall here).
     p.add_argument("--mllib-tables", type=int, default=3)
-    p.add_argument("--id-col", default="id",
-                   help="the records' id field, given to every system (default: id)")
-    p.add_argument("--text-col", default="text",
-                   help="the records' text field, given to every system (default: text)")
-    p.add_argument("--truth-cache", default=os.path.join(ROOT, "bench", "out", "truth"),
-                   help="folder where the exact ground truth of a corpus is kept between "
-                        "runs (keyed by the path, size and mtime of the corpus's files, the "
-                        "threshold and the two fields)")
-    p.add_argument("--max-bucket-size", type=int, default=None,
-                   help="passed to lsh-spark (default: its own default)")
+    p.add_argument(
+        "--id-col", default="id", help="the records' id field, given to every system (default: id)"
+    )
+    p.add_argument(
+        "--text-col",
+        default="text",
+        help="the records' text field, given to every system (default: text)",
+    )
+    p.add_argument(
+        "--truth-cache",
+        default=os.path.join(ROOT, "bench", "out", "truth"),
+        help="folder where the exact ground truth of a corpus is kept between "
+        "runs (keyed by the path, size and mtime of the corpus's files, the "
+        "threshold and the two fields)",
+    )
+    p.add_argument(
+        "--max-bucket-size",
+        type=int,
+        default=None,
+        help="passed to lsh-spark (default: its own default)",
+    )
     # Recall is counted over the pairs each system lists, and the peers list
     # every pair they verify: so does lsh-spark here, unless told otherwise.
-    p.add_argument("--max-family-size", type=int, default=None,
-                   help="passed to lsh-spark (default: the corpus size, so that no "
-                        "family is written as a spanning forest and pairs/ lists every "
-                        "verified pair)")
-    p.add_argument("--warmup", default=os.path.join(ROOT, "data", "sample", "corpus.jsonl"),
-                   help="a small corpus each system runs once, untimed, right before its "
-                        "timed run (default: the bundled 411-document sample), so that no "
-                        "system pays for a cold page cache, compiled-code caches or first "
-                        "class loads the systems after it do not; '' for none")
-    p.add_argument("--repeat", type=int, default=1,
-                   help="rounds of timed runs (default 1); within a round the systems run "
-                        "one after the other, so the machine's drift falls on all of them "
-                        "alike. A system's time is the median of its rounds, its memory the "
-                        "largest peak, and each round's speed-up is printed as well")
+    p.add_argument(
+        "--max-family-size",
+        type=int,
+        default=None,
+        help="passed to lsh-spark (default: the corpus size, so that no "
+        "family is written as a spanning forest and pairs/ lists every "
+        "verified pair)",
+    )
+    p.add_argument(
+        "--warmup",
+        default=os.path.join(ROOT, "data", "sample", "corpus.jsonl"),
+        help="a small corpus each system runs once, untimed, right before its "
+        "timed run (default: the bundled 411-document sample), so that no "
+        "system pays for a cold page cache, compiled-code caches or first "
+        "class loads the systems after it do not; '' for none",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of timed runs (default 1); within a round the systems run "
+        "one after the other, so the machine's drift falls on all of them "
+        "alike. A system's time is the median of its rounds, its memory the "
+        "largest peak, and each round's speed-up is printed as well",
+    )
     args = p.parse_args()
     if args.repeat < 1:
         raise SystemExit(f"--repeat must be at least 1, not {args.repeat}")
     check_fields(args.corpus, args.id_col, args.text_col)
     # Before any system runs (the ground truth comes after them): the pairs
     # are scored by id, and lsh-spark stops on a repeated one.
-    check_ids(args.corpus, (rec[args.id_col] for rec in corpus_records(args.corpus)
-                                   if usable(rec, args.id_col, args.text_col)))
+    check_ids(
+        args.corpus,
+        (
+            rec[args.id_col]
+            for rec in corpus_records(args.corpus)
+            if usable(rec, args.id_col, args.text_col)
+        ),
+    )
     fields = ["--id-col", args.id_col, "--text-col", args.text_col]
     # The bundled warm-up sample has the default fields whatever the corpus's are.
     warm_fields = fields
@@ -291,20 +340,51 @@ def main() -> None:
 
     def command(system: str, corpus: str, out: str, fields: list[str] = fields) -> list[str]:
         if system == "lsh-spark":
-            cmd = submit + spark_settings(system, args.master) + [
-                os.path.join(ROOT, "jobs", "dedup.py"), "--input", corpus,
-                "--output", out, "--threshold", str(args.threshold)] + fields
+            cmd = (
+                submit
+                + spark_settings(system, args.master)
+                + [
+                    os.path.join(ROOT, "jobs", "dedup.py"),
+                    "--input",
+                    corpus,
+                    "--output",
+                    out,
+                    "--threshold",
+                    str(args.threshold),
+                ]
+                + fields
+            )
             if args.max_bucket_size:
                 cmd += ["--max-bucket-size", str(args.max_bucket_size)]
             return cmd + ["--max-family-size", str(args.max_family_size or max(n_docs, 2))]
         if system == "mllib":
-            return submit + spark_settings(system, args.master) + [
-                os.path.join(HERE, "peer_mllib.py"), "--corpus", corpus,
-                "--out", out, "--threshold", str(args.threshold),
-                "--tables", str(args.mllib_tables)] + fields
+            return (
+                submit
+                + spark_settings(system, args.master)
+                + [
+                    os.path.join(HERE, "peer_mllib.py"),
+                    "--corpus",
+                    corpus,
+                    "--out",
+                    out,
+                    "--threshold",
+                    str(args.threshold),
+                    "--tables",
+                    str(args.mllib_tables),
+                ]
+                + fields
+            )
         if system == "datasketch":
-            return [sys.executable, os.path.join(HERE, "peer_datasketch.py"), "--corpus",
-                    corpus, "--out", out, "--threshold", str(args.threshold)] + fields
+            return [
+                sys.executable,
+                os.path.join(HERE, "peer_datasketch.py"),
+                "--corpus",
+                corpus,
+                "--out",
+                out,
+                "--threshold",
+                str(args.threshold),
+            ] + fields
         raise SystemExit(f"--systems: unknown system {system!r}")
 
     systems = args.systems.split(",")
@@ -320,19 +400,22 @@ def main() -> None:
             if args.warmup and round_no == 0:
                 warm = os.path.join(args.work, "warmup", system)
                 subprocess.run(["rm", "-rf", warm], check=True)
-                print(f"warming up {system} on {args.warmup} (not timed) ...", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"warming up {system} on {args.warmup} (not timed) ...",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 warmed = run_measured(command(system, args.warmup, warm, warm_fields), env)
                 if warmed["exit"] != 0:
-                    raise SystemExit(f"{system}'s warm-up run failed:\n"
-                                     + "\n".join(warmed["tail"]))
+                    raise SystemExit(
+                        f"{system}'s warm-up run failed:\n" + "\n".join(warmed["tail"])
+                    )
             rounds = f" (round {round_no + 1} of {args.repeat})" if args.repeat > 1 else ""
             print(f"running {system}{rounds} ...", file=sys.stderr, flush=True)
             runs[system].append(run_measured(command(system, args.corpus, out), env))
     results = {system: summarize_runs(done, n_docs) for system, done in runs.items()}
     print("computing exact ground truth ...", file=sys.stderr, flush=True)
-    truth = ground_truth(args.corpus, args.threshold, args.truth_cache, args.id_col,
-                         args.text_col)
+    truth = ground_truth(args.corpus, args.threshold, args.truth_cache, args.id_col, args.text_col)
     for system, res in results.items():
         out = os.path.join(args.work, system)
         if res["exit"] != 0:
@@ -352,15 +435,29 @@ def main() -> None:
         else:
             for line in res["tail"]:
                 if line.startswith("{"):
-                    res.update({k: v for k, v in json.loads(line).items()
-                                if k in ("candidate_pairs",)})
-    summary = {"corpus": args.corpus, "documents": n_docs, "threshold": args.threshold,
-               "warmup": args.warmup or None,
-               "true_pairs": len(truth), "systems": results}
+                    res.update(
+                        {k: v for k, v in json.loads(line).items() if k in ("candidate_pairs",)}
+                    )
+    summary = {
+        "corpus": args.corpus,
+        "documents": n_docs,
+        "threshold": args.threshold,
+        "warmup": args.warmup or None,
+        "true_pairs": len(truth),
+        "systems": results,
+    }
     with open(os.path.join(args.work, "results.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
-    cols = ["seconds", "docs_per_second", "candidate_pairs", "verified_pairs", "recall",
-            "recall_at_t_plus_0.05", "false_pairs", "peak_mem_mib"]
+    cols = [
+        "seconds",
+        "docs_per_second",
+        "candidate_pairs",
+        "verified_pairs",
+        "recall",
+        "recall_at_t_plus_0.05",
+        "false_pairs",
+        "peak_mem_mib",
+    ]
     print(f"{len(truth)} true pairs with J >= {args.threshold} among {n_docs} documents")
     print("| system | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 1) + "|")
@@ -371,9 +468,16 @@ def main() -> None:
         if base.get("exit") == 0 and system != "lsh-spark" and res.get("exit") == 0:
             line = f"lsh-spark speed-up over {system}: {res['seconds'] / base['seconds']:.1f}x"
             if args.repeat > 1:
-                line += (" (medians; by round: " + ", ".join(
-                    f"{theirs / ours:.1f}x" for ours, theirs in zip(
-                        base["runs_seconds"], res["runs_seconds"])) + ")")
+                line += (
+                    " (medians; by round: "
+                    + ", ".join(
+                        f"{theirs / ours:.1f}x"
+                        for ours, theirs in zip(
+                            base["runs_seconds"], res["runs_seconds"], strict=False
+                        )
+                    )
+                    + ")"
+                )
             print(line)
 
 

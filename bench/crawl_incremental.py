@@ -68,8 +68,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--corpus", required=True)
     p.add_argument("--work", required=True)
-    p.add_argument("--sizes", default="40000,10000,10000,1000,1000",
-                   help="documents per batch, the first one builds the index")
+    p.add_argument(
+        "--sizes",
+        default="40000,10000,10000,1000,1000",
+        help="documents per batch, the first one builds the index",
+    )
     p.add_argument("--driver-memory", default="4g")
     args = p.parse_args()
     from pyspark.sql import SparkSession
@@ -82,11 +85,15 @@ def main() -> None:
     random.Random(7).shuffle(lines)
     if sum(sizes) > len(lines):
         sys.exit(f"the corpus has {len(lines)} documents; --sizes needs {sum(sizes)}")
-    spark = (SparkSession.builder.master("local[2]").appName("bench crawl_incremental")
-             .config("spark.driver.memory", args.driver_memory)
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2048")
-             .config("spark.sql.parquet.compression.codec", "zstd").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("bench crawl_incremental")
+        .config("spark.driver.memory", args.driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2048")
+        .config("spark.sql.parquet.compression.codec", "zstd")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     meter = ReadMeter(spark)
     index = os.path.join(args.work, "index")
@@ -96,18 +103,22 @@ def main() -> None:
         batch_dir = os.path.join(args.work, "batches", f"day-{n:02d}")
         os.makedirs(batch_dir)
         with open(os.path.join(batch_dir, "part-0.jsonl"), "w", encoding="utf-8") as fh:
-            fh.writelines(lines[start:start + size])
+            fh.writelines(lines[start : start + size])
         start += size
         meter.by_stage.clear()
         t0 = time.perf_counter()
-        report = run_crawl_batch(spark, batch_dir, index,
-                                 os.path.join(args.work, "results", f"day-{n:02d}"), cfg)
+        report = run_crawl_batch(
+            spark, batch_dir, index, os.path.join(args.work, "results", f"day-{n:02d}"), cfg
+        )
         secs = time.perf_counter() - t0
         before, after = report["index"]["before"], report["index"]["after"]
         read = meter.by_stage.get("index_ids", 0) + meter.by_stage.get("lookup", 0)
         row = {
-            "batch": n, "documents": size, "seconds": round(secs, 1),
-            "index_documents_before": before["documents"], "index_bytes_before": before["bytes"],
+            "batch": n,
+            "documents": size,
+            "seconds": round(secs, 1),
+            "index_documents_before": before["documents"],
+            "index_bytes_before": before["bytes"],
             "index_documents_after": after["documents"],
             "index_bytes_per_document": after["bytes_per_document"],
             "index_stage_bytes_read": read,
@@ -122,8 +133,12 @@ def main() -> None:
             "stage_seconds": report["seconds"],
         }
         rows.append(row)
-        print(json.dumps({k: row[k] for k in row if k not in ("stage_seconds",
-                                                              "bytes_read_by_stage")}), flush=True)
+        print(
+            json.dumps(
+                {k: row[k] for k in row if k not in ("stage_seconds", "bytes_read_by_stage")}
+            ),
+            flush=True,
+        )
 
     seen = os.path.join(args.work, "all-seen.jsonl")
     with open(seen, "w", encoding="utf-8") as fh:
@@ -133,30 +148,46 @@ def main() -> None:
     full_secs = time.perf_counter() - t0
     spark.stop()
     last = rows[-1]
-    result = {"batches": rows, "full_recompute": {
-        "documents": start, "seconds": round(full_secs, 1),
-        "deduped_documents": full["counts"]["deduped_documents"]}}
-    print("\n| batch | documents | seconds | index docs before | index MB before "
-          "| MB read by index stages | read / index bytes | band table | document table "
-          "| index docs looked up | new | dups of index | dups in batch |"
-          "\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    result = {
+        "batches": rows,
+        "full_recompute": {
+            "documents": start,
+            "seconds": round(full_secs, 1),
+            "deduped_documents": full["counts"]["deduped_documents"],
+        },
+    }
+    print(
+        "\n| batch | documents | seconds | index docs before | index MB before "
+        "| MB read by index stages | read / index bytes | band table | document table "
+        "| index docs looked up | new | dups of index | dups in batch |"
+        "\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    )
 
     def how(read):
-        return (f"{read['how']} ({read['keys']:,} keys, expected "
-                f"{read['expected_read_fraction']:.0%})" if read else "-")
+        return (
+            f"{read['how']} ({read['keys']:,} keys, expected {read['expected_read_fraction']:.0%})"
+            if read
+            else "-"
+        )
 
     for r in rows:
-        print(f"| {r['batch']} | {r['documents']:,} | {r['seconds']} | "
-              f"{r['index_documents_before']:,} | {r['index_bytes_before'] / 1e6:.1f} | "
-              f"{r['index_stage_bytes_read'] / 1e6:.1f} | {r['read_per_index_byte']} | "
-              f"{how(r['band_table_read'])} | {how(r['document_table_read'])} | "
-              f"{r['index_documents_looked_up']:,} | {r['new']:,} | "
-              f"{r['duplicates_of_index']:,} | {r['duplicates_within_batch']:,} |")
-    print(f"\nlast batch: {last['documents']:,} documents against "
-          f"{last['index_documents_before']:,} indexed: {last['seconds']} s; dedup.py over "
-          f"all {start:,} documents seen: {full_secs:.1f} s")
-    print(f"kept documents: index {last['index_documents_after']:,}, one full run "
-          f"{full['counts']['deduped_documents']:,}")
+        print(
+            f"| {r['batch']} | {r['documents']:,} | {r['seconds']} | "
+            f"{r['index_documents_before']:,} | {r['index_bytes_before'] / 1e6:.1f} | "
+            f"{r['index_stage_bytes_read'] / 1e6:.1f} | {r['read_per_index_byte']} | "
+            f"{how(r['band_table_read'])} | {how(r['document_table_read'])} | "
+            f"{r['index_documents_looked_up']:,} | {r['new']:,} | "
+            f"{r['duplicates_of_index']:,} | {r['duplicates_within_batch']:,} |"
+        )
+    print(
+        f"\nlast batch: {last['documents']:,} documents against "
+        f"{last['index_documents_before']:,} indexed: {last['seconds']} s; dedup.py over "
+        f"all {start:,} documents seen: {full_secs:.1f} s"
+    )
+    print(
+        f"kept documents: index {last['index_documents_after']:,}, one full run "
+        f"{full['counts']['deduped_documents']:,}"
+    )
     with open(os.path.join(args.work, "incremental.json"), "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2)
 

@@ -91,7 +91,7 @@ class BasePool:
         out: list[str] = []
         while len(out) < target:
             start = self.rng.randrange(len(self.words) - 25)
-            out += self.words[start:start + self.rng.randint(8, 25)]
+            out += self.words[start : start + self.rng.randint(8, 25)]
         return " ".join(out[:target])
 
     def sample(self) -> str:
@@ -137,8 +137,13 @@ def build(args: argparse.Namespace) -> dict:
         size = rng.randint(*args.big_family_size)
         for m in range(size):
             rate = rng.choice([0.0, 0.005, 0.01, 0.02, 0.03]) if m else 0.0
-            docs.append({"id": f"b{b:03d}-{m:05d}", "text": mutate(orig, rate, rng, vocab),
-                         "family": f"b{b:03d}"})
+            docs.append(
+                {
+                    "id": f"b{b:03d}-{m:05d}",
+                    "text": mutate(orig, rate, rng, vocab),
+                    "family": f"b{b:03d}",
+                }
+            )
     # Families: originals plus copies.
     fam = 0
     n_family += len(docs)
@@ -148,20 +153,26 @@ def build(args: argparse.Namespace) -> dict:
         docs.append({"id": f"f{fam:06d}-0", "text": orig, "family": f"f{fam:06d}"})
         for m in range(1, size):
             rate = rng.choice([0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12])
-            docs.append({"id": f"f{fam:06d}-{m}", "text": mutate(orig, rate, rng, vocab),
-                         "family": f"f{fam:06d}"})
+            docs.append(
+                {
+                    "id": f"f{fam:06d}-{m}",
+                    "text": mutate(orig, rate, rng, vocab),
+                    "family": f"f{fam:06d}",
+                }
+            )
         fam += 1
     # Exact copies of existing family originals or singletons.
     for e in range(n_exact):
         orig = base.pop()
         docs.append({"id": f"e{e:06d}-0", "text": orig, "family": f"e{e:06d}"})
-        docs.append({"id": f"e{e:06d}-1", "text": perturb_surface(orig, rng),
-                     "family": f"e{e:06d}"})
+        docs.append(
+            {"id": f"e{e:06d}-1", "text": perturb_surface(orig, rng), "family": f"e{e:06d}"}
+        )
     # The skewed template family.
     template = " ".join(base.pop().split()[:200] + base.pop().split()[:200])
     for t in range(n_template):
         words = template.split()
-        insert = base.sample().split()[:rng.randint(5, 25)]
+        insert = base.sample().split()[: rng.randint(5, 25)]
         pos = rng.randrange(len(words))
         words[pos:pos] = insert
         docs.append({"id": f"t{t:06d}", "text": " ".join(words), "family": "template"})
@@ -175,11 +186,16 @@ def build(args: argparse.Namespace) -> dict:
     with open(os.path.join(args.out, "corpus.jsonl"), "w", encoding="utf-8") as fh:
         for d in docs:
             fh.write(json.dumps(d, ensure_ascii=False) + "\n")
-    meta = {"documents": len(docs), "families": fam, "big_families": args.big_families,
-            "exact_pairs": n_exact,
-            "template_documents": n_template, "mosaic_base_documents": base.mosaics,
-            "seed": args.seed,
-            "bytes": os.path.getsize(os.path.join(args.out, "corpus.jsonl"))}
+    meta = {
+        "documents": len(docs),
+        "families": fam,
+        "big_families": args.big_families,
+        "exact_pairs": n_exact,
+        "template_documents": n_template,
+        "mosaic_base_documents": base.mosaics,
+        "seed": args.seed,
+        "bytes": os.path.getsize(os.path.join(args.out, "corpus.jsonl")),
+    }
     with open(os.path.join(args.out, "meta.json"), "w") as fh:
         json.dump(meta, fh, indent=2)
     return meta
@@ -189,7 +205,7 @@ def _range(text: str) -> tuple[int, int]:
     try:
         lo, hi = (int(v) for v in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected LO,HI (two integers), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected LO,HI (two integers), got {text!r}") from None
     if not 1 <= lo <= hi:
         raise argparse.ArgumentTypeError(f"expected 1 <= LO <= HI, got {text!r}")
     return lo, hi
@@ -204,11 +220,16 @@ def main() -> None:
     p.add_argument("--max-family", type=int, default=6)
     p.add_argument("--exact-share", type=float, default=0.02)
     p.add_argument("--template-share", type=float, default=0.05)
-    p.add_argument("--big-families", type=int, default=0,
-                   help="large families of near-identical copies (default none)")
+    p.add_argument(
+        "--big-families",
+        type=int,
+        default=0,
+        help="large families of near-identical copies (default none)",
+    )
     p.add_argument("--big-family-size", type=_range, default=(500, 2000), metavar="LO,HI")
-    p.add_argument("--words", type=_range, default=(50, 200), metavar="LO,HI",
-                   help="words per base document")
+    p.add_argument(
+        "--words", type=_range, default=(50, 200), metavar="LO,HI", help="words per base document"
+    )
     p.add_argument("--seed", type=int, default=1)
     print(json.dumps(build(p.parse_args())))
 

@@ -39,13 +39,11 @@ import pyarrow.parquet as pq
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lsh_spark.kernels import ENV, KERNELS  # noqa: E402
-from lsh_spark.minhash import (  # noqa: E402
-    MERSENNE_31, minhash, minhash_flat, permutation_params)
+from lsh_spark.minhash import MERSENNE_31, minhash, minhash_flat, permutation_params  # noqa: E402
 from lsh_spark.session import build_session  # noqa: E402
 
 
-def numpy_loop(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray
-               ) -> np.ndarray:
+def numpy_loop(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The plain per-permutation loop: one pass of numpy ufuncs per permutation."""
     x = values % MERSENNE_31
     out = np.empty((len(a), len(offsets) - 1), dtype=np.uint64)
@@ -54,13 +52,15 @@ def numpy_loop(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.nda
     return out.T
 
 
-def numpy_loop_batched(values: np.ndarray, offsets: np.ndarray, a: np.ndarray,
-                       b: np.ndarray, docs: int = 2048) -> np.ndarray:
+def numpy_loop_batched(
+    values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, docs: int = 2048
+) -> np.ndarray:
     parts = []
     for d0 in range(0, len(offsets) - 1, docs):
         d1 = min(d0 + docs, len(offsets) - 1)
-        parts.append(numpy_loop(values[offsets[d0]:offsets[d1]], offsets[d0:d1 + 1] - offsets[d0],
-                                a, b))
+        parts.append(
+            numpy_loop(values[offsets[d0] : offsets[d1]], offsets[d0 : d1 + 1] - offsets[d0], a, b)
+        )
     return np.concatenate(parts)
 
 
@@ -103,8 +103,11 @@ def main() -> None:
     for kernel in KERNELS:
         # The Python workers' environment travels with the function.
         spark.sparkContext.environment[ENV] = kernel
-        df = spark.read.parquet(args.shingles).filter("shingles is not null").select(
-            "id", "shingles")
+        df = (
+            spark.read.parquet(args.shingles)
+            .filter("shingles is not null")
+            .select("id", "shingles")
+        )
         sigs = minhash(df, args.num_perm, 1)
         _noop(sigs)  # warm-up: workers, JIT
         spark_s[kernel] = _best(args.repeat, _noop, sigs)
@@ -114,7 +117,9 @@ def main() -> None:
     spark_rate = work / sp_best / cores
     numpy_rate = work / np_best
     result = {
-        "documents": n_docs, "shingles": n_shingles, "num_perm": args.num_perm,
+        "documents": n_docs,
+        "shingles": n_shingles,
+        "num_perm": args.num_perm,
         "cores": cores,
         "spark_seconds": round(sp_best, 3),
         "spark_seconds_numpy_kernel": round(spark_s["numpy"], 3),
@@ -125,21 +130,28 @@ def main() -> None:
         "numpy_per_core_M_per_s": round(numpy_rate / 1e6, 1),
         "fraction_of_numpy": round(spark_rate / numpy_rate, 3),
     }
-    print(f"{n_docs} documents, {n_shingles} shingles, {args.num_perm} permutations, "
-          f"{cores} cores")
+    print(f"{n_docs} documents, {n_shingles} shingles, {args.num_perm} permutations, {cores} cores")
     print("| path | seconds | shingles x permutations / s / core |")
     print("|---|---|---|")
     for kernel in KERNELS:
-        print(f"| lsh-spark minhash, {kernel} kernel (Spark, {cores} cores, Parquet to Arrow "
-              f"to the kernel and back) | {spark_s[kernel]:.2f} "
-              f"| {work / spark_s[kernel] / cores / 1e6:.1f} M |")
+        print(
+            f"| lsh-spark minhash, {kernel} kernel (Spark, {cores} cores, Parquet to Arrow "
+            f"to the kernel and back) | {spark_s[kernel]:.2f} "
+            f"| {work / spark_s[kernel] / cores / 1e6:.1f} M |"
+        )
     for kernel in KERNELS:
-        print(f"| lsh-spark {kernel} kernel alone, whole array (1 core) | {kernel_s[kernel]:.2f} "
-              f"| {work / kernel_s[kernel] / 1e6:.1f} M |")
-    print(f"| plain numpy loop, whole array (1 core) | {np_whole:.2f} "
-          f"| {work / np_whole / 1e6:.1f} M |")
-    print(f"| plain numpy loop, per 2,048-document batch (1 core) | {np_batch:.2f} "
-          f"| {work / np_batch / 1e6:.1f} M |")
+        print(
+            f"| lsh-spark {kernel} kernel alone, whole array (1 core) | {kernel_s[kernel]:.2f} "
+            f"| {work / kernel_s[kernel] / 1e6:.1f} M |"
+        )
+    print(
+        f"| plain numpy loop, whole array (1 core) | {np_whole:.2f} "
+        f"| {work / np_whole / 1e6:.1f} M |"
+    )
+    print(
+        f"| plain numpy loop, per 2,048-document batch (1 core) | {np_batch:.2f} "
+        f"| {work / np_batch / 1e6:.1f} M |"
+    )
     print(f"fraction of the faster numpy loop: {spark_rate / numpy_rate:.2f}")
     print(json.dumps(result))
 

@@ -32,8 +32,9 @@ def main() -> None:
     # The records the ground truth reads, shingled as it shingles them.
     docs = load(args.corpus, args.id_col, args.text_col, 5)
     ids, sets = list(docs), list(docs.values())
-    sigs = MinHash.bulk([[s.encode("utf-8") for s in sh] for sh in sets],
-                        num_perm=args.num_perm, seed=1)
+    sigs = MinHash.bulk(
+        [[s.encode("utf-8") for s in sh] for sh in sets], num_perm=args.num_perm, seed=1
+    )
     lsh = MinHashLSH(threshold=args.threshold, num_perm=args.num_perm)
     for i, m in enumerate(sigs):
         lsh.insert(i, m)
@@ -52,9 +53,17 @@ def main() -> None:
                 a, b = sorted((ids[i], ids[j]))
                 out.write(json.dumps({"id_a": a, "id_b": b, "jaccard": jac}) + "\n")
                 n += 1
-    print(json.dumps({"system": "datasketch", "bands_rows": list(lsh.b_r) if hasattr(lsh, "b_r")
-                      else [lsh.b, lsh.r], "candidate_pairs": len(cands), "verified_pairs": n,
-                      "seconds": round(time.perf_counter() - start, 1)}))
+    print(
+        json.dumps(
+            {
+                "system": "datasketch",
+                "bands_rows": list(lsh.b_r) if hasattr(lsh, "b_r") else [lsh.b, lsh.r],
+                "candidate_pairs": len(cands),
+                "verified_pairs": n,
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -28,27 +28,41 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from quality import corpus_arguments  # noqa: E402
 
 
-def mllib_pairs(spark: SparkSession, corpus: str, threshold: float = 0.8, tables: int = 3,
-                id_col: str = "id", text_col: str = "text") -> DataFrame:
+def mllib_pairs(
+    spark: SparkSession,
+    corpus: str,
+    threshold: float = 0.8,
+    tables: int = 3,
+    id_col: str = "id",
+    text_col: str = "text",
+) -> DataFrame:
     """The pairs (id_a < id_b, jaccard) MLlib's join finds at ``threshold`` among the
     JSON Lines records of ``corpus`` (ids in ``id_col``, texts in ``text_col``)."""
-    docs = spark.read.option("recursiveFileLookup", "true").json(corpus).select(
-        F.col(id_col).alias("id"), F.col(text_col).alias("text")).filter(
-        F.col("id").isNotNull() & F.col("text").isNotNull())
-    pipe = Pipeline(stages=[
-        RegexTokenizer(inputCol="text", outputCol="tokens", pattern=r"[^\p{L}\p{N}]+",
-                       toLowercase=True),
-        NGram(n=5, inputCol="tokens", outputCol="grams"),
-        HashingTF(inputCol="grams", outputCol="features", numFeatures=1 << 24, binary=True),
-    ])
+    docs = (
+        spark.read.option("recursiveFileLookup", "true")
+        .json(corpus)
+        .select(F.col(id_col).alias("id"), F.col(text_col).alias("text"))
+        .filter(F.col("id").isNotNull() & F.col("text").isNotNull())
+    )
+    pipe = Pipeline(
+        stages=[
+            RegexTokenizer(
+                inputCol="text", outputCol="tokens", pattern=r"[^\p{L}\p{N}]+", toLowercase=True
+            ),
+            NGram(n=5, inputCol="tokens", outputCol="grams"),
+            HashingTF(inputCol="grams", outputCol="features", numFeatures=1 << 24, binary=True),
+        ]
+    )
     feats = pipe.fit(docs).transform(docs)
     feats = feats.filter(F.size("grams") > 0).select("id", "features").cache()
-    lsh = MinHashLSH(inputCol="features", outputCol="hashes", numHashTables=tables,
-                     seed=1).fit(feats)
+    lsh = MinHashLSH(inputCol="features", outputCol="hashes", numHashTables=tables, seed=1).fit(
+        feats
+    )
     hashed = lsh.transform(feats).cache()
     joined = lsh.approxSimilarityJoin(hashed, hashed, 1.0 - threshold, distCol="dist")
     return joined.select(
-        F.col("datasetA.id").alias("id_a"), F.col("datasetB.id").alias("id_b"),
+        F.col("datasetA.id").alias("id_a"),
+        F.col("datasetB.id").alias("id_b"),
         (1.0 - F.col("dist")).alias("jaccard"),
     ).filter(F.col("id_a") < F.col("id_b"))
 
@@ -61,12 +75,19 @@ def main() -> None:
     spark = SparkSession.builder.appName("peer-mllib").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     start = time.perf_counter()
-    pairs = mllib_pairs(spark, args.corpus, args.threshold, args.tables, args.id_col,
-                        args.text_col)
+    pairs = mllib_pairs(spark, args.corpus, args.threshold, args.tables, args.id_col, args.text_col)
     pairs.write.mode("overwrite").parquet(args.out + "/pairs")
     n = spark.read.parquet(args.out + "/pairs").count()
-    print(json.dumps({"system": "mllib", "tables": args.tables, "verified_pairs": n,
-                      "seconds": round(time.perf_counter() - start, 1)}))
+    print(
+        json.dumps(
+            {
+                "system": "mllib",
+                "tables": args.tables,
+                "verified_pairs": n,
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
+    )
     spark.stop()
 
 

@@ -37,7 +37,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 from reference import word_shingles  # noqa: E402
 
-
 # The codecs Spark's JSON reader decompresses by extension that the standard
 # library also reads; the others are refused by name (corpus_files).
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
@@ -51,15 +50,20 @@ def corpus_files(corpus: str) -> list[str]:
     if not os.path.isdir(corpus):
         files = [corpus]
     else:
-        files = sorted(os.path.join(root, name)
-                       for root, dirs, names in os.walk(corpus)
-                       for name in names if not name.startswith(("_", ".")))
+        files = sorted(
+            os.path.join(root, name)
+            for root, dirs, names in os.walk(corpus)
+            for name in names
+            if not name.startswith(("_", "."))
+        )
         if not files:
             raise SystemExit(f"--corpus: no data files under {corpus}")
     for f in files:
         if f.lower().endswith(_OTHER_CODECS):
-            raise SystemExit(f"--corpus: {f} is compressed with a codec this harness does not "
-                             f"read; allowed: plain, {', '.join(_OPENERS)} (decompress it)")
+            raise SystemExit(
+                f"--corpus: {f} is compressed with a codec this harness does not "
+                f"read; allowed: plain, {', '.join(_OPENERS)} (decompress it)"
+            )
     return files
 
 
@@ -104,8 +108,11 @@ def corpus_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the options every reader of a corpus here takes (this script and the
     peers, as bench/compare.py calls them): the corpus, its id and text fields
     and the Jaccard threshold."""
-    p.add_argument("--corpus", required=True,
-                   help="JSON Lines corpus: a file or a folder of parts (.gz, .bz2 read)")
+    p.add_argument(
+        "--corpus",
+        required=True,
+        help="JSON Lines corpus: a file or a folder of parts (.gz, .bz2 read)",
+    )
     p.add_argument("--threshold", type=float, default=0.8)
     p.add_argument("--id-col", default="id", help="the records' id field (default: id)")
     p.add_argument("--text-col", default="text", help="the records' text field (default: text)")
@@ -127,16 +134,20 @@ def check_ids(corpus: str, ids: Iterable[object], shown: int = 5) -> None:
     ids = list(ids)
     kinds = sorted({_id_kind(i) for i in ids})
     if kinds not in ([], ["string"], ["integer"]):
-        raise SystemExit(f"--corpus: the ids of {corpus} are {' and '.join(kinds)} values; "
-                         "allowed: all strings or all integers (Spark would read a mix as "
-                         "strings, the ground truth would not)")
+        raise SystemExit(
+            f"--corpus: the ids of {corpus} are {' and '.join(kinds)} values; "
+            "allowed: all strings or all integers (Spark would read a mix as "
+            "strings, the ground truth would not)"
+        )
     repeated = [(i, n) for i, n in Counter(ids).most_common() if n > 1]
     if repeated:
         top = ", ".join(f"{i!r} (x{n})" for i, n in repeated[:shown])
         more = f" and {len(repeated) - shown} more" if len(repeated) > shown else ""
-        raise SystemExit(f"--corpus: {len(repeated)} ids repeat in {corpus}: {top}{more}. "
-                         "Pairs are scored by id and lsh-spark requires unique ids: give "
-                         "each record its own")
+        raise SystemExit(
+            f"--corpus: {len(repeated)} ids repeat in {corpus}: {top}{more}. "
+            "Pairs are scored by id and lsh-spark requires unique ids: give "
+            "each record its own"
+        )
 
 
 def load(corpus: str, id_col: str, text_col: str, k: int) -> dict:
@@ -146,8 +157,11 @@ def load(corpus: str, id_col: str, text_col: str, k: int) -> dict:
     Stops (:func:`check_ids`) when two usable records share an id (keyed by
     id, the later would silently replace the earlier) or the ids mix types.
     """
-    records = [(rec[id_col], rec[text_col]) for rec in corpus_records(corpus)
-               if usable(rec, id_col, text_col)]
+    records = [
+        (rec[id_col], rec[text_col])
+        for rec in corpus_records(corpus)
+        if usable(rec, id_col, text_col)
+    ]
     check_ids(corpus, (i for i, _ in records))
     docs = {}
     for i, text in records:
@@ -171,7 +185,7 @@ def all_pairs(docs: dict, t: float) -> dict:
         if len(ids) > 1:
             ids = sorted(ids)
             for i, a in enumerate(ids):
-                for b in ids[i + 1:]:
+                for b in ids[i + 1 :]:
                     cands.add((a, b))
     truth = {}
     for a, b in cands:

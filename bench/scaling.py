@@ -46,9 +46,21 @@ def corpus(args: argparse.Namespace, n: int, share: float) -> str:
     folder = os.path.join(args.work, f"corpus-{n}-t{share:g}")
     path = os.path.join(folder, "corpus.jsonl")
     if not os.path.exists(os.path.join(folder, "meta.json")):
-        subprocess.run([sys.executable, os.path.join(HERE, "make_corpus.py"), "--source",
-                        args.source, "--n", str(n), "--out", folder,
-                        "--template-share", str(share)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                os.path.join(HERE, "make_corpus.py"),
+                "--source",
+                args.source,
+                "--n",
+                str(n),
+                "--out",
+                folder,
+                "--template-share",
+                str(share),
+            ],
+            check=True,
+        )
     return path
 
 
@@ -75,8 +87,9 @@ def planted_truth(path: str, threshold: float) -> tuple[set, int]:
 def found(run: str, truth: set) -> int:
     ids = sorted({i for p in truth for i in p})
     pairs = ds.dataset(os.path.join(run, "pairs"), format="parquet").to_table(
-        columns=["id_a", "id_b"], filter=pc.field("id_a").isin(ids))
-    got = set(zip(pairs.column("id_a").to_pylist(), pairs.column("id_b").to_pylist()))
+        columns=["id_a", "id_b"], filter=pc.field("id_a").isin(ids)
+    )
+    got = set(zip(pairs.column("id_a").to_pylist(), pairs.column("id_b").to_pylist(), strict=False))
     return len(truth & got)
 
 
@@ -84,7 +97,8 @@ def template_clustering(run: str, n_template: int) -> float | None:
     if not n_template:
         return None
     t = ds.dataset(os.path.join(run, "clusters"), format="parquet").to_table(
-        columns=["id", "cluster_id"], filter=pc.starts_with(pc.field("id"), "t"))
+        columns=["id", "cluster_id"], filter=pc.starts_with(pc.field("id"), "t")
+    )
     counts = pc.value_counts(t.column("cluster_id")).field("counts").to_pylist()
     return max(counts) / n_template
 
@@ -92,10 +106,22 @@ def template_clustering(run: str, n_template: int) -> float | None:
 def run_one(args: argparse.Namespace, n: int, share: float) -> dict:
     path = corpus(args, n, share)
     out = os.path.join(args.work, f"run-{n}-t{share:g}")
-    cmd = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory,
-           *spark_settings("lsh-spark", args.master),
-           os.path.join(ROOT, "jobs", "dedup.py"), "--input", path, "--output", out,
-           "--overwrite", "--threshold", str(args.threshold)]
+    cmd = [
+        spark_submit(),
+        "--master",
+        args.master,
+        "--driver-memory",
+        args.driver_memory,
+        *spark_settings("lsh-spark", args.master),
+        os.path.join(ROOT, "jobs", "dedup.py"),
+        "--input",
+        path,
+        "--output",
+        out,
+        "--overwrite",
+        "--threshold",
+        str(args.threshold),
+    ]
     print(f"running n={n} template-share={share:g} ...", flush=True)
     m = run_measured(cmd)
     if m["exit"] != 0:
@@ -106,15 +132,20 @@ def run_one(args: argparse.Namespace, n: int, share: float) -> dict:
     hit = found(out, truth)
     counts, buckets = report["counts"], report["buckets"]
     row = {
-        "documents": counts["input_records"], "template_share": share,
+        "documents": counts["input_records"],
+        "template_share": share,
         "wall_seconds": round(m["seconds"], 1),
         "stage_seconds": {s: report["seconds"].get(s) for s in STAGES},
         "ms_per_document": round(1000 * m["seconds"] / counts["input_records"], 3),
-        "candidate_pairs": counts["candidate_pairs"], "verified_pairs": counts["verified_pairs"],
-        "planted_true_pairs": len(truth), "planted_recall": round(hit / max(len(truth), 1), 4),
-        "candidates_per_planted_true_pair": round(counts["candidate_pairs"] / max(len(truth), 1),
-                                                  2),
-        "bounded_buckets": buckets["bounded_buckets"], "blocks": buckets.get("blocks"),
+        "candidate_pairs": counts["candidate_pairs"],
+        "verified_pairs": counts["verified_pairs"],
+        "planted_true_pairs": len(truth),
+        "planted_recall": round(hit / max(len(truth), 1), 4),
+        "candidates_per_planted_true_pair": round(
+            counts["candidate_pairs"] / max(len(truth), 1), 2
+        ),
+        "bounded_buckets": buckets["bounded_buckets"],
+        "blocks": buckets.get("blocks"),
         "forest_families": report["block_verification"]["forest_families"],
         "forest_family_documents": report["block_verification"]["forest_family_documents"],
         "template_documents": n_template,
@@ -136,29 +167,37 @@ def main() -> None:
     p.add_argument("--driver-memory", default="4g")
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
-    rows = [run_one(args, int(n), float(s)) for s in args.template_shares.split(",")
-            for n in args.sizes.split(",")]
+    rows = [
+        run_one(args, int(n), float(s))
+        for s in args.template_shares.split(",")
+        for n in args.sizes.split(",")
+    ]
 
-    print("| documents | template share | wall s | " + " | ".join(STAGES)
-          + " | ms/doc | candidate pairs | verified pairs | planted recall "
-            "| candidates per true pair | bounded buckets | families as forests (documents) "
-            "| peak memory MiB |")
+    print(
+        "| documents | template share | wall s | "
+        + " | ".join(STAGES)
+        + " | ms/doc | candidate pairs | verified pairs | planted recall "
+        "| candidates per true pair | bounded buckets | families as forests (documents) "
+        "| peak memory MiB |"
+    )
     print("|" + "---|" * (len(STAGES) + 11))
     for r in rows:
         st = " | ".join(f"{r['stage_seconds'][s]:.1f}" for s in STAGES)
-        print(f"| {r['documents']} | {r['template_share']:g} | {r['wall_seconds']} | {st} "
-              f"| {r['ms_per_document']} | {r['candidate_pairs']} | {r['verified_pairs']} "
-              f"| {r['planted_recall']} | {r['candidates_per_planted_true_pair']} "
-              f"| {r['bounded_buckets']} "
-              f"| {r['forest_families']} ({r['forest_family_documents']}) "
-              f"| {r['peak_mem_mib']} |")
+        print(
+            f"| {r['documents']} | {r['template_share']:g} | {r['wall_seconds']} | {st} "
+            f"| {r['ms_per_document']} | {r['candidate_pairs']} | {r['verified_pairs']} "
+            f"| {r['planted_recall']} | {r['candidates_per_planted_true_pair']} "
+            f"| {r['bounded_buckets']} "
+            f"| {r['forest_families']} ({r['forest_family_documents']}) "
+            f"| {r['peak_mem_mib']} |"
+        )
     ratios = {}
     by_share = defaultdict(list)
     for r in rows:
         by_share[r["template_share"]].append(r)
     for share, rs in by_share.items():
         rs.sort(key=lambda r: r["documents"])
-        for a, b in zip(rs, rs[1:]):
+        for a, b in zip(rs, rs[1:], strict=False):
             key = f"time({b['documents']})/time({a['documents']}) at share {share:g}"
             ratios[key] = round(b["wall_seconds"] / a["wall_seconds"], 2)
     base = {r["documents"]: r for r in rows if r["template_share"] == 0}

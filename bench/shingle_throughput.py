@@ -43,12 +43,17 @@ def main() -> None:
     table = pj.read_json(args.corpus, read_options=pj.ReadOptions(block_size=1 << 26))
     texts = table.column("text").combine_chunks()
     norms = [normalize_array(texts.slice(i, BATCH)) for i in range(0, len(texts), BATCH)]
-    tokens = sum(int(pa.compute.sum(pa.compute.list_value_length(
-        pa.compute.split_pattern(n, " "))).as_py() or 0) for n in norms)
+    tokens = sum(
+        int(
+            pa.compute.sum(pa.compute.list_value_length(pa.compute.split_pattern(n, " "))).as_py()
+            or 0
+        )
+        for n in norms
+    )
     best, sets = {}, {}
     for kernel in KERNELS:
         sets[kernel] = [word_shingles_arrow(n, args.k, args.seed, kernel) for n in norms]
-    if not all(a.equals(b) for a, b in zip(*sets.values())):
+    if not all(a.equals(b) for a, b in zip(*sets.values(), strict=False)):
         raise SystemExit("the kernels gave different shingle sets")
     shingles = sum(len(s.values) for s in sets[KERNELS[0]])
     for _ in range(args.repeat):
@@ -57,14 +62,25 @@ def main() -> None:
             for n in norms:
                 word_shingles_arrow(n, args.k, args.seed, kernel)
             best[kernel] = min(best.get(kernel, np.inf), time.perf_counter() - start)
-    print(f"{len(texts):,} texts, {tokens:,} tokens, {shingles:,} distinct shingles "
-          f"(k={args.k}), batches of {BATCH}, one core, best of {args.repeat}")
+    print(
+        f"{len(texts):,} texts, {tokens:,} tokens, {shingles:,} distinct shingles "
+        f"(k={args.k}), batches of {BATCH}, one core, best of {args.repeat}"
+    )
     print(f"{'kernel':<10} {'seconds':>8} {'tokens/s':>14}")
     for kernel in KERNELS:
         print(f"{kernel:<10} {best[kernel]:8.3f} {tokens / best[kernel]:14,.0f}")
-    print(json.dumps({"texts": len(texts), "tokens": tokens, "shingles": shingles,
-                      "k": args.k, "seconds": {k: round(v, 3) for k, v in best.items()},
-                      "speedup": round(best["numpy"] / best["compiled"], 2)}))
+    print(
+        json.dumps(
+            {
+                "texts": len(texts),
+                "tokens": tokens,
+                "shingles": shingles,
+                "k": args.k,
+                "seconds": {k: round(v, 3) for k, v in best.items()},
+                "speedup": round(best["numpy"] / best["compiled"], 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,11 @@ METRICS = {
 def du(path: str) -> int:
     if os.path.isfile(path):
         return os.path.getsize(path)
-    return sum(os.path.getsize(f) for f in glob.glob(os.path.join(path, "**", "*"),
-                                                      recursive=True) if os.path.isfile(f))
+    return sum(
+        os.path.getsize(f)
+        for f in glob.glob(os.path.join(path, "**", "*"), recursive=True)
+        if os.path.isfile(f)
+    )
 
 
 def parse_event_logs(folder: str) -> dict[str, dict[str, int]]:
@@ -89,15 +92,27 @@ def main() -> None:
     subprocess.run(["rm", "-rf", out, events], check=True)
     os.makedirs(events)
     for job, needs_input in JOBS:
-        cmd = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory,
-               "--conf", "spark.eventLog.enabled=true",
-               # One plain JSON file per application (Spark 4 rolls and compresses).
-               "--conf", "spark.eventLog.rolling.enabled=false",
-               "--conf", "spark.eventLog.compress=false",
-               "--conf", f"spark.eventLog.dir=file://{os.path.abspath(events)}",
-               "--driver-java-options",
-               f"-Dlog4j2.configurationFile=file:{os.path.join(ROOT, 'conf', 'log4j2.properties')}",
-               os.path.join(ROOT, "jobs", f"{job}.py"), "--output", out]
+        cmd = [
+            spark_submit(),
+            "--master",
+            args.master,
+            "--driver-memory",
+            args.driver_memory,
+            "--conf",
+            "spark.eventLog.enabled=true",
+            # One plain JSON file per application (Spark 4 rolls and compresses).
+            "--conf",
+            "spark.eventLog.rolling.enabled=false",
+            "--conf",
+            "spark.eventLog.compress=false",
+            "--conf",
+            f"spark.eventLog.dir=file://{os.path.abspath(events)}",
+            "--driver-java-options",
+            f"-Dlog4j2.configurationFile=file:{os.path.join(ROOT, 'conf', 'log4j2.properties')}",
+            os.path.join(ROOT, "jobs", f"{job}.py"),
+            "--output",
+            out,
+        ]
         if needs_input:
             cmd += ["--input", args.input]
         print(f"running {job} ...", flush=True)
@@ -108,24 +123,39 @@ def main() -> None:
     sizes = {d: du(os.path.join(out, d)) for d in DATASETS}
     stages = parse_event_logs(events)
     result = {
-        "documents": docs, "input_bytes": du(args.input),
+        "documents": docs,
+        "input_bytes": du(args.input),
         "dataset_bytes": sizes,
         "dataset_bytes_per_document": {d: round(b / docs, 1) for d, b in sizes.items()},
         "stage_metrics": stages,
         "stage_metrics_per_document": {
-            s: {k: round(v / docs, 1) for k, v in m.items()} for s, m in stages.items()},
+            s: {k: round(v / docs, 1) for k, v in m.items()} for s, m in stages.items()
+        },
         "counts": report["counts"],
     }
     print(f"{docs} documents, input {result['input_bytes'] / docs:.0f} bytes per document")
     print("| dataset | bytes on disk | bytes per document |\n|---|---|---|")
     for d in DATASETS:
         print(f"| `{d}/` | {sizes[d]:,} | {sizes[d] / docs:.1f} |")
-    print("| stage | input B/doc | shuffle write B/doc | shuffle read B/doc "
-          "| output B/doc | task ms/doc |\n|---|---|---|---|---|---|")
+    print(
+        "| stage | input B/doc | shuffle write B/doc | shuffle read B/doc "
+        "| output B/doc | task ms/doc |\n|---|---|---|---|---|---|"
+    )
     for s, m in sorted(stages.items()):
-        print(f"| {s} | " + " | ".join(f"{m.get(k, 0) / docs:.1f}" for k in (
-            "input_bytes", "shuffle_write_bytes", "shuffle_read_bytes", "output_bytes",
-            "task_ms")) + " |")
+        print(
+            f"| {s} | "
+            + " | ".join(
+                f"{m.get(k, 0) / docs:.1f}"
+                for k in (
+                    "input_bytes",
+                    "shuffle_write_bytes",
+                    "shuffle_read_bytes",
+                    "output_bytes",
+                    "task_ms",
+                )
+            )
+            + " |"
+        )
     with open(os.path.join(args.work, "volumes.json"), "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2)
 

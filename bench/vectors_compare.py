@@ -45,9 +45,9 @@ def brute_force(x: np.ndarray, radius: float, block: int = 2048) -> set[tuple[in
     sq = (x * x).sum(axis=1)
     pairs = set()
     for s in range(0, len(x), block):
-        d2 = sq[s:s + block, None] + sq[None, :] - 2 * x[s:s + block] @ x.T
+        d2 = sq[s : s + block, None] + sq[None, :] - 2 * x[s : s + block] @ x.T
         ii, jj = np.nonzero(d2 <= radius * radius * (1 + 1e-9))
-        for i, j in zip(ii + s, jj):
+        for i, j in zip(ii + s, jj, strict=False):
             if i < j and np.linalg.norm(x[i] - x[j]) <= radius:
                 pairs.add((int(i), int(j)))
     return pairs
@@ -65,8 +65,12 @@ def mllib_choice(x: np.ndarray, radius: float, rng) -> dict:
         frac = np.mean([1 - (1 - pstable_probability(d, w)) ** tables for d in dists])
         cost = frac * len(x) * (len(x) - 1) / 2
         if best is None or cost < best["expected_candidates"]:
-            best = {"bucket_length": w, "tables": tables, "expected_candidates": float(cost),
-                    "p_at_radius": p}
+            best = {
+                "bucket_length": w,
+                "tables": tables,
+                "expected_candidates": float(cost),
+                "p_at_radius": p,
+            }
     return best
 
 
@@ -90,35 +94,56 @@ def main() -> None:
         x[i + 1] = x[i] + d / np.linalg.norm(d) * rng.uniform(0, 1.5 * args.max_distance)
     t0 = time.perf_counter()
     truth = brute_force(x, args.max_distance)
-    print(f"{len(truth)} true pairs within {args.max_distance} (brute force "
-          f"{time.perf_counter() - t0:.1f} s)", flush=True)
+    print(
+        f"{len(truth)} true pairs within {args.max_distance} (brute force "
+        f"{time.perf_counter() - t0:.1f} s)",
+        flush=True,
+    )
 
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
-    spark = (SparkSession.builder.master("local[2]").appName("bench vectors")
-             .config("spark.driver.memory", "4g").config("spark.ui.enabled", "false")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("bench vectors")
+        .config("spark.driver.memory", "4g")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     data = os.path.join(args.work, "vectors.parquet")
-    spark.createDataFrame([(f"{i:07d}", Vectors.dense(v.tolist())) for i, v in enumerate(x)],
-                          ["id", "features"]).write.parquet(data)
-    result = {"n": args.n, "dim": args.dim, "max_distance": args.max_distance,
-              "true_pairs": len(truth)}
+    spark.createDataFrame(
+        [(f"{i:07d}", Vectors.dense(v.tolist())) for i, v in enumerate(x)], ["id", "features"]
+    ).write.parquet(data)
+    result = {
+        "n": args.n,
+        "dim": args.dim,
+        "max_distance": args.max_distance,
+        "true_pairs": len(truth),
+    }
 
     def score(found: set[tuple[int, int]]) -> dict:
-        return {"verified_pairs": len(found), "recall": round(len(found & truth) / len(truth), 4),
-                "false_pairs": len(found - truth)}
+        return {
+            "verified_pairs": len(found),
+            "recall": round(len(found & truth) / len(truth), 4),
+            "false_pairs": len(found - truth),
+        }
 
     t0 = time.perf_counter()
     cfg = DedupConfig(method="pstable", max_distance=args.max_distance, vector_col="features")
     report = run_dedup(spark, data, os.path.join(args.work, "lsh-spark"), cfg)
     secs = time.perf_counter() - t0
-    ours = {tuple(sorted((int(r["id_a"]), int(r["id_b"]))))
-            for r in spark.read.parquet(os.path.join(args.work, "lsh-spark", "pairs")).collect()}
-    result["lsh_spark"] = dict(score(ours), seconds=round(secs, 1),
-                               candidate_pairs=report["counts"]["candidate_pairs"],
-                               bands=report["banding"]["bands"], rows=report["banding"]["rows"],
-                               bucket_width=report["banding"]["bucket_width"])
+    ours = {
+        tuple(sorted((int(r["id_a"]), int(r["id_b"]))))
+        for r in spark.read.parquet(os.path.join(args.work, "lsh-spark", "pairs")).collect()
+    }
+    result["lsh_spark"] = dict(
+        score(ours),
+        seconds=round(secs, 1),
+        candidate_pairs=report["counts"]["candidate_pairs"],
+        bands=report["banding"]["bands"],
+        rows=report["banding"]["rows"],
+        bucket_width=report["banding"]["bucket_width"],
+    )
     print("lsh-spark", json.dumps(result["lsh_spark"]), flush=True)
 
     if not args.skip_mllib:
@@ -126,26 +151,36 @@ def main() -> None:
         print("MLlib parameters", json.dumps(choice), flush=True)
         df = spark.read.parquet(data)
         t0 = time.perf_counter()
-        model = BucketedRandomProjectionLSH(inputCol="features", outputCol="hashes",
-                                            bucketLength=choice["bucket_length"],
-                                            numHashTables=choice["tables"], seed=7).fit(df)
-        joined = (model.approxSimilarityJoin(df, df, args.max_distance, distCol="distance")
-                  .select(F.col("datasetA.id").alias("a"), F.col("datasetB.id").alias("b"))
-                  .filter(F.col("a") < F.col("b")))
+        model = BucketedRandomProjectionLSH(
+            inputCol="features",
+            outputCol="hashes",
+            bucketLength=choice["bucket_length"],
+            numHashTables=choice["tables"],
+            seed=7,
+        ).fit(df)
+        joined = (
+            model.approxSimilarityJoin(df, df, args.max_distance, distCol="distance")
+            .select(F.col("datasetA.id").alias("a"), F.col("datasetB.id").alias("b"))
+            .filter(F.col("a") < F.col("b"))
+        )
         rows = joined.collect()
         secs = time.perf_counter() - t0
         theirs = {(int(r["a"]), int(r["b"])) for r in rows}
         result["mllib"] = dict(score(theirs), seconds=round(secs, 1), **choice)
         print("MLlib", json.dumps(result["mllib"]), flush=True)
     spark.stop()
-    print("\n| system | seconds | candidate pairs | verified pairs | recall | false pairs |"
-          "\n|---|---|---|---|---|---|")
+    print(
+        "\n| system | seconds | candidate pairs | verified pairs | recall | false pairs |"
+        "\n|---|---|---|---|---|---|"
+    )
     for name in ("lsh_spark", "mllib"):
         if name in result:
             r = result[name]
             cands = r.get("candidate_pairs", round(r.get("expected_candidates", 0)))
-            print(f"| {name} | {r['seconds']} | {cands:,} | {r['verified_pairs']:,} | "
-                  f"{r['recall']} | {r['false_pairs']} |")
+            print(
+                f"| {name} | {r['seconds']} | {cands:,} | {r['verified_pairs']:,} | "
+                f"{r['recall']} | {r['false_pairs']} |"
+            )
     with open(os.path.join(args.work, "vectors.json"), "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2)
 

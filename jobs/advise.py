@@ -40,14 +40,14 @@ def write_advice(spark, args, cfg) -> dict:
 
 def main(argv=None) -> int:
     args, cfg = parse(build_parser(PROG, __doc__.split("\n\n")[1].replace("\n", " ")), argv)
-    # advise() raises a plain ValueError when the sample has too few usable documents.
-    advice = run_job(PROG, lambda spark: write_advice(spark, args, cfg),
-                     user_errors=(ValueError,))
+    advice = run_job(PROG, lambda spark: write_advice(spark, args, cfg))
     rec = advice["recommended"]
-    keys = ("max_hamming", "blocks", "tables", "jaccard_recall") if cfg.method == "simhash" \
+    keys = (
+        ("max_hamming", "blocks", "tables", "jaccard_recall")
+        if cfg.method == "simhash"
         else ("num_perm", "bands", "rows", "predicted_recall")
-    print(json.dumps({k: rec[k] for k in (*keys, "predicted_candidates_per_document",
-                                          "flags")}))
+    )
+    print(json.dumps({k: rec[k] for k in (*keys, "predicted_candidates_per_document", "flags")}))
     print(f"advice in {args.output}/ (advice.json, s_curve.png)")
     return 0
 

@@ -26,13 +26,24 @@ def build_crawl_parser():
 
 def main(argv=None) -> int:
     args, cfg = parse(build_crawl_parser(), argv)
-    report = run_job(PROG, lambda spark: run_crawl_batch(
-        spark, args.batch, args.index, args.output, cfg, batch_id=args.batch_id,
-        keep=args.keep))
+    report = run_job(
+        PROG,
+        lambda spark: run_crawl_batch(
+            spark, args.batch, args.index, args.output, cfg, batch_id=args.batch_id, keep=args.keep
+        ),
+    )
     c = report["counts"]
-    print(json.dumps({"batch_id": report["batch_id"], "status": report["status"],
-                      "index_version": report["index"]["after"]["version"],
-                      "index_documents": report["index"]["after"]["documents"], **c}))
+    print(
+        json.dumps(
+            {
+                "batch_id": report["batch_id"],
+                "status": report["status"],
+                "index_version": report["index"]["after"]["version"],
+                "index_documents": report["index"]["after"]["documents"],
+                **c,
+            }
+        )
+    )
     if report["status"] == "already_applied":
         print(report["message"])
     return 0

@@ -17,14 +17,33 @@ PROG = "dedup.py"
 
 def main(argv=None) -> int:
     args, cfg = parse(build_parser(PROG, __doc__.split("\n\n")[1].replace("\n", " ")), argv)
-    report = run_job(PROG, lambda spark: run_dedup(spark, args.input, args.output, cfg,
-                                                   overwrite=args.overwrite))
+    report = run_job(
+        PROG, lambda spark: run_dedup(spark, args.input, args.output, cfg, overwrite=args.overwrite)
+    )
     c = report["counts"]
-    print(json.dumps({"output": args.output, **{k: c[k] for k in (
-        "input_records", "rejected", "candidate_pairs", "verified_pairs",
-        "duplicate_clusters", "deduped_documents")}, "seconds": report["seconds"]["total"]}))
-    print(f"results in {args.output}/ (deduped/, clusters/, pairs/, rejects/, report.json, "
-          "s_curve.png)")
+    print(
+        json.dumps(
+            {
+                "output": args.output,
+                **{
+                    k: c[k]
+                    for k in (
+                        "input_records",
+                        "rejected",
+                        "candidate_pairs",
+                        "verified_pairs",
+                        "duplicate_clusters",
+                        "deduped_documents",
+                    )
+                },
+                "seconds": report["seconds"]["total"],
+            }
+        )
+    )
+    print(
+        f"results in {args.output}/ (deduped/, clusters/, pairs/, rejects/, report.json, "
+        "s_curve.png)"
+    )
     return 0
 
 

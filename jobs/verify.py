@@ -9,6 +9,16 @@ from lsh_spark.cli import run_stage
 from lsh_spark.pipeline import stage_verify
 
 if __name__ == "__main__":
-    sys.exit(run_stage("verify.py", __doc__, stage_verify,
-                       (("signatures", "jobs/signatures.py"), ("shingles", "jobs/signatures.py"),
-                        ("candidates", "jobs/candidates.py"), ("blocks", "jobs/candidates.py"))))
+    sys.exit(
+        run_stage(
+            "verify.py",
+            __doc__,
+            stage_verify,
+            (
+                ("signatures", "jobs/signatures.py"),
+                ("shingles", "jobs/signatures.py"),
+                ("candidates", "jobs/candidates.py"),
+                ("blocks", "jobs/candidates.py"),
+            ),
+        )
+    )

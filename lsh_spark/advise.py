@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 from lsh_spark.banding import candidate_probability
 from lsh_spark.caching import cached
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
-from lsh_spark.io import read_corpus
+from lsh_spark.io import InputError, read_corpus
 from lsh_spark.normalize import prepare
 from lsh_spark.shingle import add_shingles
 from lsh_spark.verify import block_pairs
@@ -54,26 +54,38 @@ MIN_TRUE_PAIRS = 100
 SAMPLE_OVERDRAW = 1.5
 
 
-def collect_sample(spark: SparkSession, input_path: str, cfg: DedupConfig, size: int,
-                   seed: int = 7) -> tuple[list, int]:
+def collect_sample(
+    spark: SparkSession, input_path: str, cfg: DedupConfig, size: int, seed: int = 7
+) -> tuple[list, int]:
     """Up to ``size`` accepted items (shingle arrays or vectors) and the corpus size."""
     raw, _ = read_corpus(spark, input_path, cfg)
     if cfg.method in VECTOR_METHODS:
         from lsh_spark.vectors import as_double_array
 
-        v = as_double_array(F.col(cfg.vectors.vector_col),
-                            raw.schema[cfg.vectors.vector_col].dataType)
-        items = raw.filter(F.col("reject_reason").isNull()).select(v.alias("x")).filter(
-            F.col("x").isNotNull() & (F.size("x") > 0))
+        v = as_double_array(
+            F.col(cfg.vectors.vector_col), raw.schema[cfg.vectors.vector_col].dataType
+        )
+        items = (
+            raw.filter(F.col("reject_reason").isNull())
+            .select(v.alias("x"))
+            .filter(F.col("x").isNotNull() & (F.size("x") > 0))
+        )
     else:
         prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
         tf = cfg.method == "simhash" and cfg.simhash.simhash_weight == "tf"
-        feats = add_shingles(prepared.filter(F.col("reason").isNull()).select("norm"),
-                             cfg.shingle, cfg.shingle_k, cfg.seed,
-                             all_out="all" if tf else None)
-        items = feats.select(F.struct(F.col("shingles").alias("distinct"),
-                                      F.col("all" if tf else "shingles").alias("weighted"))
-                             .alias("x"))
+        feats = add_shingles(
+            prepared.filter(F.col("reason").isNull()).select("norm"),
+            cfg.shingle,
+            cfg.shingle_k,
+            cfg.seed,
+            all_out="all" if tf else None,
+        )
+        items = feats.select(
+            F.struct(
+                F.col("shingles").alias("distinct"),
+                F.col("all" if tf else "shingles").alias("weighted"),
+            ).alias("x")
+        )
     with cached(items, StorageLevel.MEMORY_AND_DISK_DESER) as items:
         n = items.count()
         fraction = min(1.0, SAMPLE_OVERDRAW * size / max(n, 1))
@@ -128,11 +140,16 @@ def predict(measures: np.ndarray, cfg: DedupConfig, n_docs: int) -> dict[str, An
     true = _is_true(measures, cfg)
     at_t = candidate_probability(cfg.row_probability(), b, r)
     return {
-        "num_perm": cfg.num_perm, "bands": b, "rows": r,
+        "num_perm": cfg.num_perm,
+        "bands": b,
+        "rows": r,
         "candidate_probability_at_threshold": round(float(at_t), 4),
         "predicted_recall": round(float(p[true].mean()), 4) if true.any() else round(at_t, 4),
-        "recall_basis": (f"{int(true.sum())} sample pairs at the threshold or closer"
-                         if true.any() else "no sample pair at the threshold: P(threshold)"),
+        "recall_basis": (
+            f"{int(true.sum())} sample pairs at the threshold or closer"
+            if true.any()
+            else "no sample pair at the threshold: P(threshold)"
+        ),
         "predicted_candidates_per_document": round(float(p.mean()) * (n_docs - 1), 3),
     }
 
@@ -149,8 +166,11 @@ def measured_on_sample(items: list, measures: np.ndarray, cfg: DedupConfig) -> d
         if cfg.method == "hyperplane":
             x = x[np.linalg.norm(x, axis=1) > 0]
         a, off = projections(dim, cfg.num_perm, cfg.seed, cfg.method, cfg.vectors.width)
-        sig = (hyperplane_bits(x, a) if cfg.method == "hyperplane"
-               else pstable_hashes(x, a, off, cfg.vectors.width))
+        sig = (
+            hyperplane_bits(x, a)
+            if cfg.method == "hyperplane"
+            else pstable_hashes(x, a, off, cfg.vectors.width)
+        )
         n = len(x)
     else:
         from lsh_spark.minhash import minhash_flat, permutation_params
@@ -161,7 +181,7 @@ def measured_on_sample(items: list, measures: np.ndarray, cfg: DedupConfig) -> d
         sig = minhash_flat(values, offsets, a, c)
     hit = np.zeros(n * (n - 1) // 2, dtype=bool)
     for band in range(b):
-        _, keys = np.unique(sig[:, band * r:(band + 1) * r], axis=0, return_inverse=True)
+        _, keys = np.unique(sig[:, band * r : (band + 1) * r], axis=0, return_inverse=True)
         order = np.argsort(keys, kind="stable")
         bounds = np.flatnonzero(np.diff(keys[order])) + 1
         for group in np.split(order, bounds):
@@ -171,11 +191,13 @@ def measured_on_sample(items: list, measures: np.ndarray, cfg: DedupConfig) -> d
                 gi, gj = g[i], g[j]
                 hit[gi * n - gi * (gi + 1) // 2 + (gj - gi - 1)] = True
     true = _is_true(measures, cfg)
-    return {"sample_pairs": int(len(measures)), "candidate_pairs": int(hit.sum()),
-            "true_pairs": int(true.sum()),
-            "recall": round(float(hit[true].mean()), 4) if true.any() else None,
-            "candidate_similarity_histogram": [h for h in _histogram(measures[hit], cfg)
-                                               if h["pairs"]]}
+    return {
+        "sample_pairs": int(len(measures)),
+        "candidate_pairs": int(hit.sum()),
+        "true_pairs": int(true.sum()),
+        "recall": round(float(hit[true].mean()), 4) if true.any() else None,
+        "candidate_similarity_histogram": [h for h in _histogram(measures[hit], cfg) if h["pairs"]],
+    }
 
 
 def _popcount(x: np.ndarray) -> np.ndarray:
@@ -192,9 +214,10 @@ def advise_simhash(items: list, cfg: DedupConfig, n_docs: int) -> dict[str, Any]
 
     jac = pair_measures([d for d, _ in items], "minhash")
     weighted = [np.asarray(w, dtype=np.int64) for _, w in items]
-    fps = simhash_flat(np.concatenate(weighted).view(np.uint64),
-                       np.concatenate([[0], np.cumsum([len(w) for w in weighted])])).view(
-        np.uint64)
+    fps = simhash_flat(
+        np.concatenate(weighted).view(np.uint64),
+        np.concatenate([[0], np.cumsum([len(w) for w in weighted])]),
+    ).view(np.uint64)
     iu = np.triu_indices(len(fps), 1)
     xor = fps[iu[0]] ^ fps[iu[1]]
     ham = _popcount(xor)
@@ -202,12 +225,20 @@ def advise_simhash(items: list, cfg: DedupConfig, n_docs: int) -> dict[str, Any]
     by_k = []
     for k in range(0, 17):
         within = ham <= k
-        by_k.append({"max_hamming": k,
-                     "jaccard_recall": round(float(within[true].mean()), 4) if true.any() else None,
-                     "share_within_k_at_jaccard_threshold":
-                         round(float(true[within].mean()), 4) if within.any() else None})
-    reach = [o for o in by_k if o["jaccard_recall"] is not None
-             and o["jaccard_recall"] >= cfg.target_recall]
+        by_k.append(
+            {
+                "max_hamming": k,
+                "jaccard_recall": round(float(within[true].mean()), 4) if true.any() else None,
+                "share_within_k_at_jaccard_threshold": round(float(true[within].mean()), 4)
+                if within.any()
+                else None,
+            }
+        )
+    reach = [
+        o
+        for o in by_k
+        if o["jaccard_recall"] is not None and o["jaccard_recall"] >= cfg.target_recall
+    ]
     k = reach[0]["max_hamming"] if reach else cfg.simhash.max_hamming
     blocks = []
     for b in range(k + 1, min(64, k + 7) + 1):
@@ -216,23 +247,36 @@ def advise_simhash(items: list, cfg: DedupConfig, n_docs: int) -> dict[str, Any]
             hit |= (xor & np.uint64(m & ((1 << 64) - 1))) == 0
         per_doc = float(hit.mean()) * (n_docs - 1)
         tables = math.comb(b, k)
-        blocks.append({"blocks": b, "tables": tables,
-                       "predicted_candidates_per_document": round(per_doc, 3),
-                       "rows_plus_candidates_per_document": round(tables + per_doc, 3)})
+        blocks.append(
+            {
+                "blocks": b,
+                "tables": tables,
+                "predicted_candidates_per_document": round(per_doc, 3),
+                "rows_plus_candidates_per_document": round(tables + per_doc, 3),
+            }
+        )
     best = min(blocks, key=lambda o: o["rows_plus_candidates_per_document"])
     return {
-        "method": "simhash", "corpus_documents": n_docs, "sample_documents": len(items),
-        "threshold": cfg.threshold, "target_recall": cfg.target_recall,
-        "hamming_histogram": [{"from": int(d), "pairs": int(c)} for d, c in
-                              zip(*np.unique(np.minimum(ham, 33), return_counts=True))],
-        "by_max_hamming": by_k, "blocks_for_recommended_k": blocks,
-        "recommended": {"max_hamming": k, "blocks": best["blocks"], "tables": best["tables"],
-                        "predicted_candidates_per_document":
-                            best["predicted_candidates_per_document"],
-                        "jaccard_recall": by_k[k]["jaccard_recall"],
-                        "meets_target": bool(reach),
-                        "flags": f"--method simhash --max-hamming {k} "
-                                 f"--simhash-blocks {best['blocks']}"},
+        "method": "simhash",
+        "corpus_documents": n_docs,
+        "sample_documents": len(items),
+        "threshold": cfg.threshold,
+        "target_recall": cfg.target_recall,
+        "hamming_histogram": [
+            {"from": int(d), "pairs": int(c)}
+            for d, c in zip(*np.unique(np.minimum(ham, 33), return_counts=True), strict=False)
+        ],
+        "by_max_hamming": by_k,
+        "blocks_for_recommended_k": blocks,
+        "recommended": {
+            "max_hamming": k,
+            "blocks": best["blocks"],
+            "tables": best["tables"],
+            "predicted_candidates_per_document": best["predicted_candidates_per_document"],
+            "jaccard_recall": by_k[k]["jaccard_recall"],
+            "meets_target": bool(reach),
+            "flags": f"--method simhash --max-hamming {k} --simhash-blocks {best['blocks']}",
+        },
         "_curve": None,
         "_by_k": by_k,
     }
@@ -247,14 +291,27 @@ def simhash_png(advice: dict[str, Any]) -> bytes:
 
     rows = [o for o in advice["_by_k"] if o["jaccard_recall"] is not None]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    ax.plot([o["max_hamming"] for o in rows], [o["jaccard_recall"] for o in rows], "o-",
-            color="#1f5fbf", label=f"pairs at Jaccard >= {advice['threshold']:g} within k bits")
-    ax.plot([o["max_hamming"] for o in rows],
-            [o["share_within_k_at_jaccard_threshold"] or 0 for o in rows], "s--",
-            color="#808080", label="pairs within k bits at that Jaccard")
+    ax.plot(
+        [o["max_hamming"] for o in rows],
+        [o["jaccard_recall"] for o in rows],
+        "o-",
+        color="#1f5fbf",
+        label=f"pairs at Jaccard >= {advice['threshold']:g} within k bits",
+    )
+    ax.plot(
+        [o["max_hamming"] for o in rows],
+        [o["share_within_k_at_jaccard_threshold"] or 0 for o in rows],
+        "s--",
+        color="#808080",
+        label="pairs within k bits at that Jaccard",
+    )
     ax.axhline(advice["target_recall"], color="#c03030", ls=":", label="target recall")
-    ax.axvline(advice["recommended"]["max_hamming"], color="#c03030", ls="--",
-               label=f"recommended k = {advice['recommended']['max_hamming']}")
+    ax.axvline(
+        advice["recommended"]["max_hamming"],
+        color="#c03030",
+        ls="--",
+        label=f"recommended k = {advice['recommended']['max_hamming']}",
+    )
     ax.set_xlabel("--max-hamming k")
     ax.set_ylabel("share of sample pairs")
     ax.set_ylim(0, 1.02)
@@ -267,21 +324,31 @@ def simhash_png(advice: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def advise(spark: SparkSession, input_path: str, cfg: DedupConfig, sample: int = 2000,
-           grid: tuple[int, ...] = NUM_PERM_GRID) -> dict[str, Any]:
+def advise(
+    spark: SparkSession,
+    input_path: str,
+    cfg: DedupConfig,
+    sample: int = 2000,
+    grid: tuple[int, ...] = NUM_PERM_GRID,
+) -> dict[str, Any]:
     """The advice (a JSON-able dict); see the module docstring."""
     items, n_docs = collect_sample(spark, input_path, cfg, sample)
     if len(items) < 2:
-        raise ValueError(f"--input: {len(items)} usable documents in the sample; the advisor "
-                         "needs at least 2")
+        raise InputError(
+            f"--input: {len(items)} usable documents in the sample; the advisor needs at least 2"
+        )
     if cfg.method == "simhash":
         return advise_simhash(items, cfg, n_docs)
     measures = pair_measures(items, cfg.method)
     options = []
     for num_perm in grid:
         option = DedupConfig.from_mapping(dict(_base(cfg), num_perm=num_perm))
-        options.append(dict(predict(measures, option, n_docs),
-                            measured_on_sample=measured_on_sample(items, measures, option)))
+        options.append(
+            dict(
+                predict(measures, option, n_docs),
+                measured_on_sample=measured_on_sample(items, measures, option),
+            )
+        )
 
     def meets(o: dict[str, Any]) -> bool:
         # The prediction assumes ideal hash functions; where the sample holds
@@ -291,11 +358,16 @@ def advise(spark: SparkSession, input_path: str, cfg: DedupConfig, sample: int =
         return o["predicted_recall"] >= cfg.target_recall and measured_ok
 
     ok = [o for o in options if meets(o)]
-    best = min(ok, key=lambda o: (o["num_perm"], o["predicted_candidates_per_document"])) \
-        if ok else max(options, key=lambda o: o["predicted_recall"])
+    best = (
+        min(ok, key=lambda o: (o["num_perm"], o["predicted_candidates_per_document"]))
+        if ok
+        else max(options, key=lambda o: o["predicted_recall"])
+    )
     chosen = DedupConfig.from_mapping(dict(_base(cfg), num_perm=best["num_perm"]))
     advice: dict[str, Any] = {
-        "method": cfg.method, "corpus_documents": n_docs, "sample_documents": len(items),
+        "method": cfg.method,
+        "corpus_documents": n_docs,
+        "sample_documents": len(items),
         "threshold": cfg.vectors.max_distance if cfg.method == "pstable" else cfg.threshold,
         "target_recall": cfg.target_recall,
         "similarity_histogram": _histogram(measures, cfg),
@@ -303,10 +375,13 @@ def advise(spark: SparkSession, input_path: str, cfg: DedupConfig, sample: int =
         "recommended": dict(best, flags=_flags(chosen), meets_target=bool(ok)),
     }
     if cfg.bands or cfg.rows:  # the user's own (b, r), evaluated the same way
-        mine = DedupConfig.from_mapping(dict(_base(cfg), bands=cfg.bands, rows=cfg.rows,
-                                             num_perm=cfg.num_perm))
-        advice["given"] = dict(predict(measures, mine, n_docs),
-                               measured_on_sample=measured_on_sample(items, measures, mine))
+        mine = DedupConfig.from_mapping(
+            dict(_base(cfg), bands=cfg.bands, rows=cfg.rows, num_perm=cfg.num_perm)
+        )
+        advice["given"] = dict(
+            predict(measures, mine, n_docs),
+            measured_on_sample=measured_on_sample(items, measures, mine),
+        )
     advice["_curve"] = (chosen, measures)
     return advice
 
@@ -330,7 +405,8 @@ def _histogram(measures: np.ndarray, cfg: DedupConfig) -> list[dict[str, Any]]:
     else:
         edges = np.linspace(-1 if cfg.method == "hyperplane" else 0, 1, 21)
         counts, _ = np.histogram(measures, bins=edges)
-    return [{"from": round(float(e), 4), "pairs": int(c)} for e, c in zip(edges, counts)]
+    pairs = zip(edges, counts, strict=False)  # one edge more than counts
+    return [{"from": round(float(e), 4), "pairs": int(c)} for e, c in pairs]
 
 
 def s_curve_png(cfg: DedupConfig, measures: np.ndarray | None = None, title: str = "") -> bytes:
@@ -349,8 +425,12 @@ def s_curve_png(cfg: DedupConfig, measures: np.ndarray | None = None, title: str
         xs = np.linspace(-1 if cfg.method == "hyperplane" else 0, 1, 300)
         label = "cosine similarity" if cfg.method == "hyperplane" else "Jaccard similarity"
         t = cfg.threshold
-    ps = [candidate_probability(cfg.row_probability(float(x)) if cfg.method != "minhash"
-                                else float(x), b, r) for x in xs]
+    ps = [
+        candidate_probability(
+            cfg.row_probability(float(x)) if cfg.method != "minhash" else float(x), b, r
+        )
+        for x in xs
+    ]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     if measures is not None and len(measures):
         ax2 = ax.twinx()
@@ -360,8 +440,12 @@ def s_curve_png(cfg: DedupConfig, measures: np.ndarray | None = None, title: str
         ax.set_zorder(ax2.get_zorder() + 1)
         ax.patch.set_visible(False)
     ax.plot(xs, ps, color="#1f5fbf", lw=2, label=f"b={b}, r={r} ({cfg.num_perm} hashes)")
-    ax.axvline(t, color="#c03030", ls="--", label=f"threshold {t:g}: P = "
-               f"{candidate_probability(cfg.row_probability(), b, r):.3f}")
+    ax.axvline(
+        t,
+        color="#c03030",
+        ls="--",
+        label=f"threshold {t:g}: P = {candidate_probability(cfg.row_probability(), b, r):.3f}",
+    )
     ax.set_xlabel(label)
     ax.set_ylabel("probability of becoming a candidate")
     ax.set_ylim(0, 1.02)

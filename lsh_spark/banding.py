@@ -108,6 +108,6 @@ def explode_bands(signatures: DataFrame, bands: int, rows: int, *extra: str) -> 
     ['id', 'band', 'bucket']
     """
     band = F.explode(F.sequence(F.lit(0), F.lit(bands - 1))).alias("band")
-    return (signatures.select("id", "signature", band, *extra)
-            .select("id", "band", band_key("signature", F.col("band"), rows).alias("bucket"),
-                    *extra))
+    return signatures.select("id", "signature", band, *extra).select(
+        "id", "band", band_key("signature", F.col("band"), rows).alias("bucket"), *extra
+    )

@@ -86,10 +86,14 @@ def _bucket_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
     offsets = np.concatenate([[0], np.cumsum(sizes[shared])]).astype(np.int32)
     heads = kept[first[shared]]
     yield pa.RecordBatch.from_arrays(
-        [pa.array(band[heads]), pa.array(bucket[heads]),
-         pa.ListArray.from_arrays(pa.array(offsets), ids.take(pa.array(members))),
-         pa.array(sizes[shared].astype(np.int32))],
-        names=["band", "bucket", "ids", "size"])
+        [
+            pa.array(band[heads]),
+            pa.array(bucket[heads]),
+            pa.ListArray.from_arrays(pa.array(offsets), ids.take(pa.array(members))),
+            pa.array(sizes[shared].astype(np.int32)),
+        ],
+        names=["band", "bucket", "ids", "size"],
+    )
 
 
 def bucket_members(band_rows: DataFrame) -> DataFrame:
@@ -104,14 +108,19 @@ def bucket_members(band_rows: DataFrame) -> DataFrame:
     texts in one bucket would have to collide in 64 bits to be merged.
     """
     fields = {f.name: f.dataType for f in band_rows.schema.fields}
-    schema = T.StructType([
-        T.StructField("band", fields["band"], False),
-        T.StructField("bucket", fields["bucket"], False),
-        T.StructField("ids", T.ArrayType(fields["id"], False), False),
-        T.StructField("size", T.IntegerType(), False),
-    ])
-    return (band_rows.select("id", "band", "bucket", F.xxhash64("text_hash").alias("text_key"))
-            .repartition("band", "bucket").mapInArrow(_bucket_batches, schema))
+    schema = T.StructType(
+        [
+            T.StructField("band", fields["band"], False),
+            T.StructField("bucket", fields["bucket"], False),
+            T.StructField("ids", T.ArrayType(fields["id"], False), False),
+            T.StructField("size", T.IntegerType(), False),
+        ]
+    )
+    return (
+        band_rows.select("id", "band", "bucket", F.xxhash64("text_hash").alias("text_key"))
+        .repartition("band", "bucket")
+        .mapInArrow(_bucket_batches, schema)
+    )
 
 
 def _block_sized(max_bucket_size: int, block_min_size: int | None) -> Column:
@@ -121,8 +130,9 @@ def _block_sized(max_bucket_size: int, block_min_size: int | None) -> Column:
     return (size >= block_min_size) & (size <= max_bucket_size)
 
 
-def candidate_pairs(buckets: DataFrame, max_bucket_size: int,
-                    block_min_size: int | None = None) -> DataFrame:
+def candidate_pairs(
+    buckets: DataFrame, max_bucket_size: int, block_min_size: int | None = None
+) -> DataFrame:
     """``(band, bucket, ids, size) -> (id_a, id_b)``: distinct pairs, ``id_a < id_b``.
 
     Buckets of different bands with the same members (a family of near-identical
@@ -134,7 +144,8 @@ def candidate_pairs(buckets: DataFrame, max_bucket_size: int,
     """
     pair_buckets = buckets.filter(~_block_sized(max_bucket_size, block_min_size))
     members = pair_buckets.dropDuplicates(["ids"]).select(
-        "ids", "size", F.posexplode("ids").alias("pos", "id_a"))
+        "ids", "size", F.posexplode("ids").alias("pos", "id_a")
+    )
     # A bounded bucket keeps only its first (smallest) member's row: star edges.
     rows = members.filter((F.col("size") <= max_bucket_size) | (F.col("pos") == 0))
     return (
@@ -144,8 +155,7 @@ def candidate_pairs(buckets: DataFrame, max_bucket_size: int,
     )
 
 
-def candidate_blocks(buckets: DataFrame, max_bucket_size: int, block_min_size: int
-                     ) -> DataFrame:
+def candidate_blocks(buckets: DataFrame, max_bucket_size: int, block_min_size: int) -> DataFrame:
     """``(band, bucket, ids, size) -> (block, ids, size)``: distinct member sets to verify whole.
 
     ``block`` is a 64-bit hash of the sorted member ids, the same on every run.
@@ -173,12 +183,16 @@ def bucket_summary(buckets: DataFrame, max_bucket_size: int, top: int = 10) -> d
         F.sum(F.when(bounded, size * (size - 1) / 2).otherwise(0)).alias("pairs_avoided"),
     ).first()
     largest = (
-        buckets.filter(bounded)
-        .orderBy(F.col("size").desc(), "band", "bucket")
-        .select("band", "bucket", "size", F.element_at("ids", 1).alias("star_center"))
-        .limit(top)
-        .collect()
-    ) if row["bounded_buckets"] else []
+        (
+            buckets.filter(bounded)
+            .orderBy(F.col("size").desc(), "band", "bucket")
+            .select("band", "bucket", "size", F.element_at("ids", 1).alias("star_center"))
+            .limit(top)
+            .collect()
+        )
+        if row["bounded_buckets"]
+        else []
+    )
     return {
         "shared_buckets": int(row["shared_buckets"] or 0),
         "bounded_buckets": int(row["bounded_buckets"] or 0),
@@ -187,8 +201,12 @@ def bucket_summary(buckets: DataFrame, max_bucket_size: int, top: int = 10) -> d
         "pairs_generated_before_distinct": int(row["pairs_generated"] or 0),
         "pairs_avoided_by_bounding": int(row["pairs_avoided"] or 0),
         "largest_bounded_buckets": [
-            {"band": r["band"], "bucket": r["bucket"], "size": r["size"],
-             "star_center": r["star_center"]}
+            {
+                "band": r["band"],
+                "bucket": r["bucket"],
+                "size": r["size"],
+                "star_center": r["star_center"],
+            }
             for r in largest
         ],
     }
@@ -213,9 +231,11 @@ class DuplicateGroups:
         """``docs``: ``(id, text_hash)`` of every accepted document."""
         self.max_group = max_group
         self.docs = docs.select("id", "text_hash")
-        groups = (self.docs.groupBy("text_hash")
-                  .agg(F.min("id").alias("rep"), F.count(F.lit(1)).alias("n"))
-                  .filter(F.col("n") > 1))
+        groups = (
+            self.docs.groupBy("text_hash")
+            .agg(F.min("id").alias("rep"), F.count(F.lit(1)).alias("n"))
+            .filter(F.col("n") > 1)
+        )
         # (id, rep, n) of every document of a group, rep included: the one
         # table all the methods below read (see persist).
         self.members = self.docs.join(groups, "text_hash").select("id", "rep", "n")
@@ -264,9 +284,12 @@ class DuplicateGroups:
         small = n <= self.max_group
         rep = F.col("id") == F.col("rep")  # one row per group
         return self.members.agg(
-            F.count(F.when(rep, 1)).alias("dup_groups"), F.count(F.lit(1)).alias("dup_documents"),
-            F.max(n).alias("dup_largest"), F.count(F.when(rep & ~small, 1)).alias("dup_bounded"),
-            F.count(F.when(small, 1)).alias("dup_expanded"))
+            F.count(F.when(rep, 1)).alias("dup_groups"),
+            F.count(F.lit(1)).alias("dup_documents"),
+            F.max(n).alias("dup_largest"),
+            F.count(F.when(rep & ~small, 1)).alias("dup_bounded"),
+            F.count(F.when(small, 1)).alias("dup_expanded"),
+        )
 
     def stats(self, row: Any = None) -> dict[str, int]:
         """``groups``, ``documents`` in them, ``largest_group``, ``bounded_groups``
@@ -279,12 +302,14 @@ class DuplicateGroups:
         if self._stats is None:
             if row is None:
                 row = self.stats_frame().first()
-            self._stats = {"groups": int(row["dup_groups"] or 0),
-                           "documents": int(row["dup_documents"] or 0),
-                           "largest_group": int(row["dup_largest"] or 0),
-                           "bounded_groups": int(row["dup_bounded"] or 0),
-                           "expanded_documents": int(row["dup_expanded"] or 0),
-                           "max_group": self.max_group}
+            self._stats = {
+                "groups": int(row["dup_groups"] or 0),
+                "documents": int(row["dup_documents"] or 0),
+                "largest_group": int(row["dup_largest"] or 0),
+                "bounded_groups": int(row["dup_bounded"] or 0),
+                "expanded_documents": int(row["dup_expanded"] or 0),
+                "max_group": self.max_group,
+            }
         return self._stats
 
     def _members(self, bounded: bool) -> DataFrame:
@@ -296,11 +321,17 @@ class DuplicateGroups:
         """``(id_a, id_b, value_col)``, ``id_a < id_b``: every pair inside each group of
         at most ``max_group`` members, star edges to the representative in larger ones."""
         small = self._members(bounded=False)
-        inside = (small.select("rep", F.col("id").alias("id_a"))
-                  .join(small.select("rep", F.col("id").alias("id_b")), "rep")
-                  .filter(F.col("id_a") < F.col("id_b")).select("id_a", "id_b"))
-        star = (self._members(bounded=True).filter(F.col("id") != F.col("rep"))
-                .select(F.col("rep").alias("id_a"), F.col("id").alias("id_b")))
+        inside = (
+            small.select("rep", F.col("id").alias("id_a"))
+            .join(small.select("rep", F.col("id").alias("id_b")), "rep")
+            .filter(F.col("id_a") < F.col("id_b"))
+            .select("id_a", "id_b")
+        )
+        star = (
+            self._members(bounded=True)
+            .filter(F.col("id") != F.col("rep"))
+            .select(F.col("rep").alias("id_a"), F.col("id").alias("id_b"))
+        )
         return inside.unionByName(star).withColumn(value_col, F.lit(value))
 
     def copies(self, broadcast_rows: int) -> DataFrame | None:
@@ -310,8 +341,11 @@ class DuplicateGroups:
         if not self._expanded():
             return None
         return self._broadcast_if_small(
-            self._members(bounded=False).groupBy("rep")
-            .agg(F.array_sort(F.collect_list("id")).alias("copies")), broadcast_rows)
+            self._members(bounded=False)
+            .groupBy("rep")
+            .agg(F.array_sort(F.collect_list("id")).alias("copies")),
+            broadcast_rows,
+        )
 
     def _broadcast_if_small(self, table: DataFrame, broadcast_rows: int) -> DataFrame:
         """``table`` (one of the expanded groups' member tables) with a broadcast
@@ -329,13 +363,17 @@ class DuplicateGroups:
         """
         if not self._expanded():
             return pairs
-        members = self._broadcast_if_small(self._members(bounded=False).select("rep", "id"),
-                                           broadcast_rows)
+        members = self._broadcast_if_small(
+            self._members(bounded=False).select("rep", "id"), broadcast_rows
+        )
         rest = [c for c in pairs.columns if c not in ("id_a", "id_b")]
         x, y = F.coalesce("x", "id_a"), F.coalesce("y", "id_b")
-        return (pairs
-                .join(members.select(F.col("rep").alias("id_a"), F.col("id").alias("x")),
-                      "id_a", "left")
-                .join(members.select(F.col("rep").alias("id_b"), F.col("id").alias("y")),
-                      "id_b", "left")
-                .select(F.least(x, y).alias("id_a"), F.greatest(x, y).alias("id_b"), *rest))
+        return (
+            pairs.join(
+                members.select(F.col("rep").alias("id_a"), F.col("id").alias("x")), "id_a", "left"
+            )
+            .join(
+                members.select(F.col("rep").alias("id_b"), F.col("id").alias("y")), "id_b", "left"
+            )
+            .select(F.least(x, y).alias("id_a"), F.greatest(x, y).alias("id_b"), *rest)
+        )

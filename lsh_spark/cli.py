@@ -48,18 +48,29 @@ T = TypeVar("T")
 
 # -- the jobs' own flags ---------------------------------------------------------
 def _input() -> Any:
-    return option(None, "input file or directory (local path, hdfs://, s3a://, ...), "
-                        "searched recursively", type=str, check=PATH, required=True, yaml=False)
+    return option(
+        None,
+        "input file or directory (local path, hdfs://, s3a://, ...), searched recursively",
+        type=str,
+        check=PATH,
+        required=True,
+        yaml=False,
+    )
 
 
 def _output(default: str | None = None) -> Any:
-    return option(default, "output directory", type=str, check=PATH, required=default is None,
-                  yaml=False)
+    return option(
+        default, "output directory", type=str, check=PATH, required=default is None, yaml=False
+    )
 
 
 def _overwrite() -> Any:
-    return option(False, "replace --output if it exists (the old output stays intact until "
-                         "the new run has succeeded)", yaml=False)
+    return option(
+        False,
+        "replace --output if it exists (the old output stays intact until "
+        "the new run has succeeded)",
+        yaml=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -93,8 +104,12 @@ class AdviseFlags(Checked):
     input: str = _input()
     output: str = _output("advice")
     overwrite: bool = _overwrite()
-    sample: int = option(2000, "documents sampled (all pairs are measured exactly)",
-                         check=integers(2, 20000), yaml=False)
+    sample: int = option(
+        2000,
+        "documents sampled (all pairs are measured exactly)",
+        check=integers(2, 20000),
+        yaml=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -108,16 +123,21 @@ class CrawlJobFlags(Checked):
 class CompactFlags(Checked):
     """Flags of ``jobs/index_compact.py``."""
 
-    index: str = option(None, "index directory", type=str, check=PATH, required=True,
-                        yaml=False)
-    target_file_mb: int = option(256, "approximate size of each rewritten Parquet file in MB",
-                                 check=integers(1), yaml=False)
+    index: str = option(None, "index directory", type=str, check=PATH, required=True, yaml=False)
+    target_file_mb: int = option(
+        256, "approximate size of each rewritten Parquet file in MB", check=integers(1), yaml=False
+    )
 
 
 # --config, taken by every job with options a YAML file may set.
-CONFIG_FILE = Option(str, None, "YAML file whose keys are this job's flags without the dashes "
-                     "(see conf/ and docs/options.md); flags given here win",
-                     rule=non_empty("a local YAML file"), yaml=False)
+CONFIG_FILE = Option(
+    str,
+    None,
+    "YAML file whose keys are this job's flags without the dashes "
+    "(see conf/ and docs/options.md); flags given here win",
+    rule=non_empty("a local YAML file"),
+    yaml=False,
+)
 
 
 @dataclass(frozen=True)
@@ -158,21 +178,25 @@ class Job:
         for cls in self.groups:
             built[cls] = cls(**{k: v for k, v in values.items() if owned[k][0] is cls})
             if cls is not DedupConfig:  # the job reaches DedupConfig's values through cfg
-                vars(args).update({k: v for k, v in option_values(built[cls]).items()
-                                   if owned[k][0] is cls})
+                vars(args).update(
+                    {k: v for k, v in option_values(built[cls]).items() if owned[k][0] is cls}
+                )
         return built
 
 
-JOBS = {job.prog: job for job in (
-    Job("dedup.py", (DedupFlags, DedupConfig)),
-    Job("signatures.py", (InputStageFlags, DedupConfig)),
-    Job("candidates.py", (StageFlags, DedupConfig)),
-    Job("verify.py", (StageFlags, DedupConfig)),
-    Job("cluster.py", (InputStageFlags, DedupConfig)),
-    Job("advise.py", (AdviseFlags, DedupConfig)),
-    Job("crawl_dedup.py", (CrawlJobFlags, CrawlConfig, DedupConfig)),
-    Job("index_compact.py", (CompactFlags,)),
-)}
+JOBS = {
+    job.prog: job
+    for job in (
+        Job("dedup.py", (DedupFlags, DedupConfig)),
+        Job("signatures.py", (InputStageFlags, DedupConfig)),
+        Job("candidates.py", (StageFlags, DedupConfig)),
+        Job("verify.py", (StageFlags, DedupConfig)),
+        Job("cluster.py", (InputStageFlags, DedupConfig)),
+        Job("advise.py", (AdviseFlags, DedupConfig)),
+        Job("crawl_dedup.py", (CrawlJobFlags, CrawlConfig, DedupConfig)),
+        Job("index_compact.py", (CompactFlags,)),
+    )
+}
 
 
 # -- parsing ---------------------------------------------------------------------
@@ -188,8 +212,9 @@ class _Parser(argparse.ArgumentParser):
 def _add_option(parser: argparse.ArgumentParser, key: str, opt: Option, default: Any) -> None:
     quiet = opt.required or opt.type is bool or opt.default_label == "none"
     shown = "" if quiet else f" (default: {opt.default_label})"
-    kwargs: dict[str, Any] = dict(dest=key, default=default, required=opt.required,
-                                  help=(opt.help + shown).replace("%", "%%"))
+    kwargs: dict[str, Any] = dict(
+        dest=key, default=default, required=opt.required, help=(opt.help + shown).replace("%", "%%")
+    )
     if opt.type is bool:
         kwargs["action"] = "store_true"
     else:
@@ -215,8 +240,9 @@ def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None
-          ) -> tuple[argparse.Namespace, DedupConfig | None]:
+def parse(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None = None
+) -> tuple[argparse.Namespace, DedupConfig | None]:
     """Parse flags, merge with ``--config``, validate. Exits with one line on error.
 
     Parameters
@@ -246,7 +272,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None
 def _local(path: str) -> str | None:
     """The local file system path of ``path``, or None for a remote URI (hdfs://, s3a://)."""
     if path.startswith("file:"):
-        return path[len("file:"):]
+        return path[len("file:") :]
     return None if "://" in path else path
 
 
@@ -261,8 +287,7 @@ def precheck_paths(args: argparse.Namespace) -> None:
         raise ConfigError(f"--input: path does not exist: {given_in}")
     local_out = _local(getattr(args, "output", None) or "")
     if getattr(args, "overwrite", None) is False and local_out and os.path.exists(local_out):
-        raise ConfigError(
-            f"--output: {args.output} already exists; pass --overwrite to replace it")
+        raise ConfigError(f"--output: {args.output} already exists; pass --overwrite to replace it")
 
 
 # -- running ---------------------------------------------------------------------
@@ -272,16 +297,9 @@ def fail(prog: str, exc: Exception) -> NoReturn:
     sys.exit(2)
 
 
-def _user_errors() -> tuple[type[Exception], ...]:
-    # InputError and IndexConflict are not LshSparkErrors yet.
-    from lsh_spark.index import IndexConflict
-    from lsh_spark.io import InputError
-
-    return (LshSparkError, InputError, IndexConflict)
-
-
-def run_job(prog: str, work: Callable[[SparkSession], T],
-            user_errors: tuple[type[Exception], ...] = ()) -> T:
+def run_job(
+    prog: str, work: Callable[[SparkSession], T], user_errors: tuple[type[Exception], ...] = ()
+) -> T:
     """Run ``work(spark)`` in the job's Spark session and return its result.
 
     A user error becomes one line, ``prog: error: message``, on stderr and exit
@@ -305,7 +323,7 @@ def run_job(prog: str, work: Callable[[SparkSession], T],
     """
     from lsh_spark.session import build_session
 
-    errors = _user_errors() + user_errors
+    errors = (LshSparkError, *user_errors)
     spark = build_session(f"lsh-spark {prog.removesuffix('.py')}")
     try:
         return work(spark)
@@ -315,8 +333,13 @@ def run_job(prog: str, work: Callable[[SparkSession], T],
         spark.stop()
 
 
-def run_stage(prog: str, description: str, stage: Callable[..., dict[str, Any]],
-              requires: tuple[tuple[str, str], ...], argv: Sequence[str] | None = None) -> int:
+def run_stage(
+    prog: str,
+    description: str,
+    stage: Callable[..., dict[str, Any]],
+    requires: tuple[tuple[str, str], ...],
+    argv: Sequence[str] | None = None,
+) -> int:
     """Main of a per-stage job: parse flags, check earlier stages, run, merge the report.
 
     ``requires`` lists the datasets of earlier stages the stage reads, with the
@@ -324,14 +347,22 @@ def run_stage(prog: str, description: str, stage: Callable[..., dict[str, Any]],
     """
     args, cfg = parse(build_parser(prog, description), argv)
     section = run_job(prog, lambda spark: _run_stage(spark, prog, stage, requires, args, cfg))
-    print(json.dumps({"stage": prog.removesuffix(".py"), "output": args.output,
-                      **section.get("counts", {})}))
+    print(
+        json.dumps(
+            {"stage": prog.removesuffix(".py"), "output": args.output, **section.get("counts", {})}
+        )
+    )
     return 0
 
 
-def _run_stage(spark: SparkSession, prog: str, stage: Callable[..., dict[str, Any]],
-               requires: tuple[tuple[str, str], ...], args: argparse.Namespace,
-               cfg: DedupConfig) -> dict[str, Any]:
+def _run_stage(
+    spark: SparkSession,
+    prog: str,
+    stage: Callable[..., dict[str, Any]],
+    requires: tuple[tuple[str, str], ...],
+    args: argparse.Namespace,
+    cfg: DedupConfig,
+) -> dict[str, Any]:
     """Run one stage under ``args.output`` and merge its section into report.json."""
     from lsh_spark.io import StagewiseOutput
     from lsh_spark.pipeline import describe_bounded_families, merge_reports, report_header
@@ -349,8 +380,9 @@ def _run_stage(spark: SparkSession, prog: str, stage: Callable[..., dict[str, An
     section = stage(spark, args.input, out, cfg) if needs_input else stage(spark, out, cfg)
     old = out.read_json("report.json")
     if old.get("parameters") not in (None, cfg.to_dict()):
-        log.warning("%s: warning: parameters differ from the earlier stages recorded in "
-                    "report.json", prog)
+        log.warning(
+            "%s: warning: parameters differ from the earlier stages recorded in report.json", prog
+        )
     header = report_header(getattr(args, "input", old.get("input_path")), cfg)
     report = merge_reports(old, header, section)
     describe_bounded_families(spark, out, report)

@@ -46,8 +46,9 @@ class ClusteringDidNotConverge(RuntimeError):
     """The component computation exceeded its round limit."""
 
 
-def local_roots(src: np.ndarray, dst: np.ndarray, n: int,
-                max_sweeps: int = MAX_LOCAL_SWEEPS) -> tuple[np.ndarray, np.ndarray]:
+def local_roots(
+    src: np.ndarray, dst: np.ndarray, n: int, max_sweeps: int = MAX_LOCAL_SWEEPS
+) -> tuple[np.ndarray, np.ndarray]:
     """Edges on nodes ``0..n-1`` -> ``(child, parent)`` edges, ``parent < child``, same components.
 
     Labels start as the node numbers; each sweep lowers every node's label to
@@ -109,8 +110,7 @@ def spanning_forest(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
     return np.sort(np.concatenate(chosen)) if chosen else np.empty(0, dtype=np.int64)
 
 
-def _numbered(batches: Iterator[pa.RecordBatch]
-              ) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
+def _numbered(batches: Iterator[pa.RecordBatch]) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
     """One partition's edges as node numbers: ``(names, src, dst)``, or None if empty.
 
     ``names`` is sorted, so node numbers follow id order and the smallest
@@ -126,8 +126,9 @@ def _numbered(batches: Iterator[pa.RecordBatch]
     return (names, pc.index_in(src, names).to_numpy(), pc.index_in(dst, names).to_numpy())
 
 
-def _local_stars(batches: Iterator[pa.RecordBatch], converge: bool
-                 ) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
+def _local_stars(
+    batches: Iterator[pa.RecordBatch], converge: bool
+) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
     """One partition's edges -> ``(names, child, parent)`` of :func:`local_roots`
     (None if empty); ``converge`` runs the sweeps to the end, which leaves stars."""
     numbered = _numbered(batches)
@@ -147,7 +148,8 @@ def _contract(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return
     names, child, parent = stars
     yield pa.RecordBatch.from_arrays(
-        [names.take(pa.array(child)), names.take(pa.array(parent))], names=["src", "dst"])
+        [names.take(pa.array(child)), names.take(pa.array(parent))], names=["src", "dst"]
+    )
 
 
 def contract_locally(edges: DataFrame) -> DataFrame:
@@ -168,8 +170,9 @@ def _roots_in_one_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordB
     root = np.arange(len(names))
     root[child] = parent
     size = np.bincount(root, minlength=len(names))[root]
-    yield pa.RecordBatch.from_arrays([names, names.take(pa.array(root)), pa.array(size)],
-                                     names=["id", "root", "size"])
+    yield pa.RecordBatch.from_arrays(
+        [names, names.take(pa.array(root)), pa.array(size)], names=["id", "root", "size"]
+    )
 
 
 def component_roots(edges: DataFrame) -> DataFrame:
@@ -203,9 +206,7 @@ def _large_star(edges: DataFrame) -> DataFrame:
 
 def _small_star(edges: DataFrame) -> DataFrame:
     # Each node u links itself and every smaller neighbour to m(u) = min(smaller N(u) + {u}).
-    down = edges.select(
-        F.greatest("src", "dst").alias("src"), F.least("src", "dst").alias("dst")
-    )
+    down = edges.select(F.greatest("src", "dst").alias("src"), F.least("src", "dst").alias("dst"))
     m = down.groupBy("src").agg(F.min("dst").alias("m"))
     members = down.union(down.select("src", F.col("src").alias("dst")))
     return (
@@ -223,15 +224,21 @@ def _is_star_forest(edges: DataFrame) -> bool:
     parents = edges.groupBy("src").agg(F.count(F.lit(1)).alias("n"))
     if parents.filter(F.col("n") > 1).limit(1).count():
         return False
-    roots_with_parent = edges.select(F.col("dst").alias("src")).distinct().join(
-        edges.select("src"), "src", "left_semi"
+    roots_with_parent = (
+        edges.select(F.col("dst").alias("src"))
+        .distinct()
+        .join(edges.select("src"), "src", "left_semi")
     )
     return roots_with_parent.limit(1).count() == 0
 
 
 def connected_components(
-    pairs: DataFrame, vertices: DataFrame, max_iterations: int = 64, checkpoint: bool = True,
-    contract: bool = True, n_edges: int | None = None,
+    pairs: DataFrame,
+    vertices: DataFrame,
+    max_iterations: int = 64,
+    checkpoint: bool = True,
+    contract: bool = True,
+    n_edges: int | None = None,
 ) -> DataFrame:
     """``(id_a, id_b)`` edges + ``(id)`` vertices -> ``(id, cluster_id, cluster_size)``.
 
@@ -243,11 +250,13 @@ def connected_components(
     ``LOCAL_FINISH_EDGES`` the graph then goes straight to one task, without
     the parallel contraction and its count.
     """
+
     def saved(df: DataFrame) -> DataFrame:
         return df.checkpoint() if checkpoint else df.localCheckpoint()
 
     edges = pairs.select(F.col("id_a").alias("src"), F.col("id_b").alias("dst")).filter(
-        F.col("src") != F.col("dst"))
+        F.col("src") != F.col("dst")
+    )
     if contract and n_edges is not None and n_edges <= LOCAL_FINISH_EDGES:
         return _labelled(vertices, component_roots(edges))
     if contract:
@@ -257,20 +266,27 @@ def connected_components(
             # (no star rounds, no star check, no second pass to count sizes).
             return _labelled(vertices, component_roots(edges))
     else:
-        edges = saved(edges.select(F.greatest("src", "dst").alias("src"),
-                                   F.least("src", "dst").alias("dst")).distinct())
+        edges = saved(
+            edges.select(
+                F.greatest("src", "dst").alias("src"), F.least("src", "dst").alias("dst")
+            ).distinct()
+        )
     # Every edge list is saved exactly once, when it is made.
     rounds = 0
     while not _is_star_forest(edges):
         if rounds == max_iterations:
             raise ClusteringDidNotConverge(
                 f"connected components did not converge in {max_iterations} rounds; "
-                "raise --max-cc-iterations")
+                "raise --max-cc-iterations"
+            )
         edges = saved(_small_star(_large_star(edges)))
         rounds += 1
     parent = edges.select(F.col("src").alias("id"), F.col("dst").alias("cluster_id"))
-    labelled = vertices.select("id").distinct().join(parent, "id", "left").select(
-        "id", F.coalesce("cluster_id", "id").alias("cluster_id")
+    labelled = (
+        vertices.select("id")
+        .distinct()
+        .join(parent, "id", "left")
+        .select("id", F.coalesce("cluster_id", "id").alias("cluster_id"))
     )
     sizes = labelled.groupBy("cluster_id").agg(F.count(F.lit(1)).alias("cluster_size"))
     return labelled.join(sizes, "cluster_id").select("id", "cluster_id", "cluster_size")
@@ -279,9 +295,16 @@ def connected_components(
 def _labelled(vertices: DataFrame, roots: DataFrame) -> DataFrame:
     """Vertices labelled from :func:`component_roots` of the graph's edges: a
     vertex in no edge is a cluster of its own, of size 1."""
-    return vertices.select("id").distinct().join(roots, "id", "left").select(
-        "id", F.coalesce("root", "id").alias("cluster_id"),
-        F.coalesce("size", F.lit(1).cast("long")).alias("cluster_size"))
+    return (
+        vertices.select("id")
+        .distinct()
+        .join(roots, "id", "left")
+        .select(
+            "id",
+            F.coalesce("root", "id").alias("cluster_id"),
+            F.coalesce("size", F.lit(1).cast("long")).alias("cluster_size"),
+        )
+    )
 
 
 def apply_keep_policy(clusters: DataFrame, docs: DataFrame, policy: str) -> DataFrame:

@@ -49,8 +49,12 @@ VECTOR_METHODS = ("hyperplane", "pstable")
 SIMHASH_WEIGHTS = ("tf", "uniform")
 CRAWL_KEEP_POLICIES = ("oldest", "newest")
 # The exact measure each method writes into pairs/.
-MEASURES = {"minhash": "jaccard", "simhash": "hamming", "hyperplane": "cosine",
-            "pstable": "distance"}
+MEASURES = {
+    "minhash": "jaccard",
+    "simhash": "hamming",
+    "hyperplane": "cosine",
+    "pstable": "distance",
+}
 DEFAULT_K = {"word": 5, "char": 5}
 
 # The groups of DedupConfig's options: one table each in docs/options.md.
@@ -178,10 +182,18 @@ class Option:
             raise ConfigError(f"{flag(key)}: got {value!r}; allowed: {self.allowed}")
 
 
-def option(default: Any, help: str, *, type: type | None = None,
-           choices: tuple[str, ...] | None = None, check: Rule | None = None,
-           group: str = GENERAL, default_text: str | None = None, required: bool = False,
-           yaml: bool = True) -> Any:
+def option(
+    default: Any,
+    help: str,
+    *,
+    type: type | None = None,
+    choices: tuple[str, ...] | None = None,
+    check: Rule | None = None,
+    group: str = GENERAL,
+    default_text: str | None = None,
+    required: bool = False,
+    yaml: bool = True,
+) -> Any:
     """Define an option: a dataclass field whose metadata is its :class:`Option`.
 
     Parameters
@@ -259,8 +271,9 @@ def check_options(obj: Any) -> None:
             f.metadata["option"].check(f.name, getattr(obj, f.name))
 
 
-def normalize_keys(values: Mapping[Any, Any], allowed: Collection[str],
-                   source: str) -> dict[str, Any]:
+def normalize_keys(
+    values: Mapping[Any, Any], allowed: Collection[str], source: str
+) -> dict[str, Any]:
     """Keys written as flags without dashes (``num-perm`` or ``num_perm``) -> option keys.
 
     An unknown key is a :class:`ConfigError` naming ``source``, the key and the
@@ -289,26 +302,41 @@ class SimHashConfig(Checked):
     """Settings of ``--method simhash``: 64-bit fingerprints within a Hamming distance."""
 
     max_hamming: int = option(
-        3, "simhash: pairs at most this many bits apart are duplicates",
-        check=integers(0, 32), group=SIMHASH)
+        3,
+        "simhash: pairs at most this many bits apart are duplicates",
+        check=integers(0, 32),
+        group=SIMHASH,
+    )
     simhash_blocks: int | None = option(
-        None, "simhash: blocks B of the permuted block tables, C(B, max-hamming) tables",
-        type=int, group=SIMHASH, default_text="max-hamming + 3",
-        check=Rule("an integer from --max-hamming + 1 to 64",
-                   lambda v: _is_int(v) and 1 <= v <= 64))
+        None,
+        "simhash: blocks B of the permuted block tables, C(B, max-hamming) tables",
+        type=int,
+        group=SIMHASH,
+        default_text="max-hamming + 3",
+        check=Rule(
+            "an integer from --max-hamming + 1 to 64", lambda v: _is_int(v) and 1 <= v <= 64
+        ),
+    )
     simhash_weight: str = option(
-        "tf", "simhash: shingle weight 'tf' (term frequency) or 'uniform'",
-        choices=SIMHASH_WEIGHTS, group=SIMHASH)
+        "tf",
+        "simhash: shingle weight 'tf' (term frequency) or 'uniform'",
+        choices=SIMHASH_WEIGHTS,
+        group=SIMHASH,
+    )
     verify_jaccard: bool = option(
-        False, "simhash: also compute the exact Jaccard of every pair within --max-hamming "
-        "and keep only pairs at or above --threshold", group=SIMHASH)
+        False,
+        "simhash: also compute the exact Jaccard of every pair within --max-hamming "
+        "and keep only pairs at or above --threshold",
+        group=SIMHASH,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.simhash_blocks is not None and self.simhash_blocks <= self.max_hamming:
             raise ConfigError(
                 f"--simhash-blocks: got {self.simhash_blocks!r}; allowed: an integer from "
-                f"--max-hamming + 1 ({self.max_hamming + 1}) to 64")
+                f"--max-hamming + 1 ({self.max_hamming + 1}) to 64"
+            )
 
     @property
     def blocks(self) -> int:
@@ -321,15 +349,27 @@ class VectorConfig(Checked):
     """Settings of ``--method hyperplane`` (cosine) and ``pstable`` (Euclidean distance)."""
 
     vector_col: str = option(
-        "vector", "hyperplane/pstable: column holding the vector (array of numbers or an "
-        "MLlib vector)", check=COLUMN_NAME, group=VECTORS)
+        "vector",
+        "hyperplane/pstable: column holding the vector (array of numbers or an MLlib vector)",
+        check=COLUMN_NAME,
+        group=VECTORS,
+    )
     max_distance: float | None = option(
-        None, "pstable: pairs at most this Euclidean distance apart are duplicates",
-        type=float, check=POSITIVE_NUMBER, group=VECTORS,
-        default_text="none (required with --method pstable)")
+        None,
+        "pstable: pairs at most this Euclidean distance apart are duplicates",
+        type=float,
+        check=POSITIVE_NUMBER,
+        group=VECTORS,
+        default_text="none (required with --method pstable)",
+    )
     bucket_width: float | None = option(
-        None, "pstable: bucket width w of floor((a.v + b) / w)", type=float,
-        check=POSITIVE_NUMBER, group=VECTORS, default_text="4 x --max-distance")
+        None,
+        "pstable: bucket width w of floor((a.v + b) / w)",
+        type=float,
+        check=POSITIVE_NUMBER,
+        group=VECTORS,
+        default_text="4 x --max-distance",
+    )
 
     @property
     def width(self) -> float:
@@ -346,17 +386,35 @@ class CrawlConfig(Checked):
     """
 
     batch: str | None = option(
-        None, "the batch: a crawl file or directory (local, hdfs://, s3a://)", type=str,
-        check=PATH, required=True, yaml=False)
+        None,
+        "the batch: a crawl file or directory (local, hdfs://, s3a://)",
+        type=str,
+        check=PATH,
+        required=True,
+        yaml=False,
+    )
     index: str | None = option(
-        None, "index directory; created by the first batch", type=str, check=PATH,
-        required=True, yaml=False)
+        None,
+        "index directory; created by the first batch",
+        type=str,
+        check=PATH,
+        required=True,
+        yaml=False,
+    )
     batch_id: str | None = option(
-        None, "id recorded in the index", type=str, check=non_empty("a non-empty id"), yaml=False,
-        default_text="derived from the batch's directory name and its files' names and sizes")
+        None,
+        "id recorded in the index",
+        type=str,
+        check=non_empty("a non-empty id"),
+        yaml=False,
+        default_text="derived from the batch's directory name and its files' names and sizes",
+    )
     keep: str = option(
-        "oldest", "which copy stays when a batch page duplicates an indexed one: 'oldest' "
-        "(by fetch time, then batch order) or 'newest'", choices=CRAWL_KEEP_POLICIES)
+        "oldest",
+        "which copy stays when a batch page duplicates an indexed one: 'oldest' "
+        "(by fetch time, then batch order) or 'newest'",
+        choices=CRAWL_KEEP_POLICIES,
+    )
 
 
 # -- the run's config ---------------------------------------------------------
@@ -371,72 +429,131 @@ class DedupConfig:
     """
 
     format: str | None = option(
-        None, "input format (.gz and other codecs are read transparently)", choices=FORMATS,
-        default_text="from the file extensions")
+        None,
+        "input format (.gz and other codecs are read transparently)",
+        choices=FORMATS,
+        default_text="from the file extensions",
+    )
     id_col: str = option(
-        "id", "column holding a unique document id (when the input has no such column a "
-        "deterministic id is derived from file name and content)", check=COLUMN_NAME)
+        "id",
+        "column holding a unique document id (when the input has no such column a "
+        "deterministic id is derived from file name and content)",
+        check=COLUMN_NAME,
+    )
     text_col: str = option("text", "column holding the document text", check=COLUMN_NAME)
     text_unit: str = option(
-        "line", "for --format text: one document per 'line' or per 'file'", choices=TEXT_UNITS)
+        "line", "for --format text: one document per 'line' or per 'file'", choices=TEXT_UNITS
+    )
     threshold: float = option(
-        0.8, "similarity at or above which two documents are duplicates (Jaccard; the cosine "
-        "with --method hyperplane)", check=numbers("a number in (0, 1]", lambda v: 0 < v <= 1))
+        0.8,
+        "similarity at or above which two documents are duplicates (Jaccard; the cosine "
+        "with --method hyperplane)",
+        check=numbers("a number in (0, 1]", lambda v: 0 < v <= 1),
+    )
     num_perm: int = option(
-        128, "MinHash permutations per signature (hash functions with --method hyperplane "
-        "or pstable)", check=integers(1, 4096), group=MINHASH)
+        128,
+        "MinHash permutations per signature (hash functions with --method hyperplane or pstable)",
+        check=integers(1, 4096),
+        group=MINHASH,
+    )
     bands: int | None = option(
-        None, "LSH bands b", type=int, check=integers(1), group=MINHASH,
+        None,
+        "LSH bands b",
+        type=int,
+        check=integers(1),
+        group=MINHASH,
         default_text="chosen so a pair at the threshold becomes a candidate with probability "
-        ">= --target-recall at the least cost; with --rows: num-perm // rows")
+        ">= --target-recall at the least cost; with --rows: num-perm // rows",
+    )
     rows: int | None = option(
-        None, "rows per band r; bands x rows must be <= --num-perm", type=int,
-        check=integers(1), group=MINHASH, default_text="chosen with --bands")
+        None,
+        "rows per band r; bands x rows must be <= --num-perm",
+        type=int,
+        check=integers(1),
+        group=MINHASH,
+        default_text="chosen with --bands",
+    )
     target_recall: float = option(
-        0.99, "candidate probability at the threshold used to choose b and r",
-        check=numbers("a number in (0, 1)", lambda v: 0 < v < 1), group=MINHASH)
+        0.99,
+        "candidate probability at the threshold used to choose b and r",
+        check=numbers("a number in (0, 1)", lambda v: 0 < v < 1),
+        group=MINHASH,
+    )
     shingle: str = option(
-        "word", "shingle kind: 'word' k-grams or 'char' k-grams (short texts, scripts "
-        "without spaces)", choices=SHINGLE_KINDS)
+        "word",
+        "shingle kind: 'word' k-grams or 'char' k-grams (short texts, scripts without spaces)",
+        choices=SHINGLE_KINDS,
+    )
     k: int | None = option(
-        None, "shingle length in words or characters", type=int, check=integers(1, 64),
-        default_text=", ".join(f"{n} ({kind})" for kind, n in DEFAULT_K.items()))
+        None,
+        "shingle length in words or characters",
+        type=int,
+        check=integers(1, 64),
+        default_text=", ".join(f"{n} ({kind})" for kind, n in DEFAULT_K.items()),
+    )
     seed: int = option(
-        1, "seed of the shingle hashes and MinHash permutations; same seed, same signatures "
-        "on every machine", check=integers(0, 2**31 - 1))
+        1,
+        "seed of the shingle hashes and MinHash permutations; same seed, same signatures "
+        "on every machine",
+        check=integers(0, 2**31 - 1),
+    )
     keep: str = option(
-        "min-id", "which member of a duplicate cluster is kept: 'min-id' (smallest id) or "
-        "'longest' (most characters, ties to the smallest id)", choices=KEEP_POLICIES)
+        "min-id",
+        "which member of a duplicate cluster is kept: 'min-id' (smallest id) or "
+        "'longest' (most characters, ties to the smallest id)",
+        choices=KEEP_POLICIES,
+    )
     max_bucket_size: int = option(
-        5000, "buckets with more members get star edges to their smallest id instead of all "
-        "pairs", check=integers(2), group=LIMITS)
+        5000,
+        "buckets with more members get star edges to their smallest id instead of all pairs",
+        check=integers(2),
+        group=LIMITS,
+    )
     block_min_size: int = option(
-        32, "buckets with at least this many members (and at most --max-bucket-size) are "
+        32,
+        "buckets with at least this many members (and at most --max-bucket-size) are "
         "verified as one block by a matrix product instead of pair by pair",
-        check=integers(2), group=LIMITS)
+        check=integers(2),
+        group=LIMITS,
+    )
     max_family_size: int = option(
-        3000, "a family of large buckets (connected blocks) with more members writes only a "
+        3000,
+        "a family of large buckets (connected blocks) with more members writes only a "
         "spanning forest of its verified pairs to pairs/; the clusters are the same as when "
-        "every pair is listed", check=integers(2), group=LIMITS)
+        "every pair is listed",
+        check=integers(2),
+        group=LIMITS,
+    )
     max_text_chars: int = option(
-        20_000_000, "documents longer than this many characters are rejected",
-        check=integers(1), group=LIMITS)
+        20_000_000,
+        "documents longer than this many characters are rejected",
+        check=integers(1),
+        group=LIMITS,
+    )
     max_cc_iterations: int = option(
-        64, "round limit of the connected-components loop (an error, never a partial answer)",
-        check=integers(1), group=LIMITS)
+        64,
+        "round limit of the connected-components loop (an error, never a partial answer)",
+        check=integers(1),
+        group=LIMITS,
+    )
     checkpoint_dir: str | None = option(
-        None, "reliable checkpoint directory for clustering (HDFS or an object store on a "
-        "cluster)", type=str, check=PATH,
-        default_text="a temporary folder inside --output, removed at the end")
+        None,
+        "reliable checkpoint directory for clustering (HDFS or an object store on a cluster)",
+        type=str,
+        check=PATH,
+        default_text="a temporary folder inside --output, removed at the end",
+    )
     method: str = option(
-        "minhash", "LSH family: 'minhash' (Jaccard), 'simhash' (Hamming distance of 64-bit "
+        "minhash",
+        "LSH family: 'minhash' (Jaccard), 'simhash' (Hamming distance of 64-bit "
         "fingerprints), 'hyperplane' (cosine of --vector-col), 'pstable' (Euclidean distance "
-        "of --vector-col)", choices=METHODS)
+        "of --vector-col)",
+        choices=METHODS,
+    )
     simhash: SimHashConfig = section(SimHashConfig)
     vectors: VectorConfig = section(VectorConfig)
     # Set on construction: the (b, r) actually used.
-    _band_params: tuple[int, int] = field(default=(0, 0), init=False, repr=False,
-                                          compare=False)
+    _band_params: tuple[int, int] = field(default=(0, 0), init=False, repr=False, compare=False)
 
     def __init__(self, **values: Any) -> None:
         for f in dataclasses.fields(self):
@@ -451,19 +568,21 @@ class DedupConfig:
                 continue
             object.__setattr__(self, f.name, value)
         if values:
-            raise TypeError(f"DedupConfig() got unexpected keyword arguments: "
-                            f"{', '.join(values)}")
+            raise TypeError(f"DedupConfig() got unexpected keyword arguments: {', '.join(values)}")
         self._validate()
 
     def _validate(self) -> None:
         """Each option, then the checks across options; sets the (b, r) used."""
         check_options(self)
         if self.id_col == self.text_col:
-            raise ConfigError(f"--id-col: got {self.id_col!r}; allowed: a column other than "
-                              "--text-col")
+            raise ConfigError(
+                f"--id-col: got {self.id_col!r}; allowed: a column other than --text-col"
+            )
         if self.method == "pstable" and self.vectors.max_distance is None:
-            raise ConfigError("--max-distance: required with --method pstable; allowed: a "
-                              "positive number (pairs at most this far apart are duplicates)")
+            raise ConfigError(
+                "--max-distance: required with --method pstable; allowed: a "
+                "positive number (pairs at most this far apart are duplicates)"
+            )
         object.__setattr__(self, "_band_params", self._choose_bands())
 
     def _choose_bands(self) -> tuple[int, int]:
@@ -476,13 +595,15 @@ class DedupConfig:
         elif b is None:
             b = self.num_perm // r
             if b < 1:
-                raise ConfigError(f"--rows: got {r!r}; allowed: at most --num-perm "
-                                  f"({self.num_perm})")
+                raise ConfigError(
+                    f"--rows: got {r!r}; allowed: at most --num-perm ({self.num_perm})"
+                )
         elif r is None:
             r = self.num_perm // b
             if r < 1:
-                raise ConfigError(f"--bands: got {b!r}; allowed: at most --num-perm "
-                                  f"({self.num_perm})")
+                raise ConfigError(
+                    f"--bands: got {b!r}; allowed: at most --num-perm ({self.num_perm})"
+                )
         if b * r > self.num_perm:
             raise ConfigError(
                 f"--bands x --rows: {b} x {r} = {b * r} exceeds --num-perm {self.num_perm}; "

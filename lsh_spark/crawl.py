@@ -40,7 +40,7 @@ from lsh_spark import __version__
 from lsh_spark.banding import explode_bands
 from lsh_spark.caching import cached
 from lsh_spark.cluster import connected_components
-from lsh_spark.config import ConfigError, DedupConfig
+from lsh_spark.config import CRAWL_KEEP_POLICIES, ConfigError, DedupConfig
 from lsh_spark.index import (
     CrawlIndex,
     Manifest,
@@ -60,12 +60,18 @@ from lsh_spark.stages.verify import stage_verify
 from lsh_spark.stages.verify_plan import BROADCAST_ID_ROWS, BROADCAST_SHINGLE_BYTES, SHINGLE_BYTES
 from lsh_spark.verify import jaccard, join_sides, verify_pairs
 
-CRAWL_KEEP = ("oldest", "newest")
 # Bytes per index document assumed for the first batch's segment (files sizing).
 FIRST_SEGMENT_BYTES_PER_DOC = 1_500
 # Datasets of a batch's output that are deleted before it is committed.
-SCRATCH_DATASETS = ("shingles", "signatures", "candidates", "blocks", "decisions",
-                    "index_documents", "_checkpoints")
+SCRATCH_DATASETS = (
+    "shingles",
+    "signatures",
+    "candidates",
+    "blocks",
+    "decisions",
+    "index_documents",
+    "_checkpoints",
+)
 
 
 def default_batch_id(spark: SparkSession, path: str) -> str:
@@ -75,7 +81,7 @@ def default_batch_id(spark: SparkSession, path: str) -> str:
     root = fs.qualify(path).rstrip("/")
     h = hashlib.sha256(posixpath.basename(root).encode())
     for name, length, _ in fs.fingerprint(path) if fs.is_dir(path) else ((root, 0, 0),):
-        rel = name[len(root):] if name.startswith(root) else posixpath.basename(name)
+        rel = name[len(root) :] if name.startswith(root) else posixpath.basename(name)
         h.update(f"\n{rel}\t{length}".encode())
     if not fs.is_dir(path):
         h.update(f"\t{fs.size_bytes(path)}".encode())
@@ -96,21 +102,22 @@ def _reject_indexed(out: StagedOutput, index: CrawlIndex, parent: Manifest) -> i
     keys = sigs.select("id", doc_key(F.col("id")).alias("doc"))
     n = keys.count()
     docs, _ = index.lookup(parent, "docs", "doc", _small(keys.select("doc"), n), n)
-    with cached(docs.select("doc", "id", "batch_id").join(_small(keys, n), ["doc", "id"])
-                ) as hits:
+    with cached(docs.select("doc", "id", "batch_id").join(_small(keys, n), ["doc", "id"])) as hits:
         found = hits.count()
         if found:
-            reason = F.concat(F.lit("already_indexed: this WARC-Record-ID/id is in the "
-                                    "index since batch "), F.col("batch_id"))
+            reason = F.concat(
+                F.lit("already_indexed: this WARC-Record-ID/id is in the index since batch "),
+                F.col("batch_id"),
+            )
             rejects = out.read("rejects").unionByName(hits.select("id", reason.alias("reason")))
             out.replace(rejects, "rejects")
-            out.replace(sigs.join(F.broadcast(hits.select("id")), "id", "left_anti"),
-                        "signatures")
+            out.replace(sigs.join(F.broadcast(hits.select("id")), "id", "left_anti"), "signatures")
     return found
 
 
-def _lookup(out: StagedOutput, index: CrawlIndex, parent: Manifest, cfg: DedupConfig,
-            stack: ExitStack) -> tuple[DataFrame, DataFrame, dict[str, Any]]:
+def _lookup(
+    out: StagedOutput, index: CrawlIndex, parent: Manifest, cfg: DedupConfig, stack: ExitStack
+) -> tuple[DataFrame, DataFrame, dict[str, Any]]:
     """``(cross candidate pairs (id_a batch, id_b index), index documents found, facts)``.
 
     The candidate pairs stay cached until ``stack`` closes.
@@ -122,27 +129,36 @@ def _lookup(out: StagedOutput, index: CrawlIndex, parent: Manifest, cfg: DedupCo
         n_keys = keys.count()
         # The one read of the index's band table: only rows in the batch's
         # buckets survive it, and they are kept.
-        matched, band_read = index.lookup(parent, "bands", "bucket", _small(keys, n_keys),
-                                          n_keys)
+        matched, band_read = index.lookup(parent, "bands", "bucket", _small(keys, n_keys), n_keys)
         matched = local.enter_context(cached(matched))
-        per_bucket = local.enter_context(cached(matched.groupBy("bucket").agg(
-            F.count(F.lit(1)).alias("n"), F.min("doc").alias("first"))))
+        per_bucket = local.enter_context(
+            cached(
+                matched.groupBy("bucket").agg(
+                    F.count(F.lit(1)).alias("n"), F.min("doc").alias("first")
+                )
+            )
+        )
         # An index bucket shared by more than max_bucket_size kept documents
         # (they are not near-duplicates of each other, so this is rare:
         # templates) pairs a batch document with its smallest doc only, as the
         # core pipeline's star.
-        kept = (matched.join(per_bucket, "bucket")
-                .filter((F.col("n") <= cfg.max_bucket_size) | (F.col("doc") == F.col("first")))
-                .select("bucket", "doc"))
-        cross = stack.enter_context(cached(
-            rows.join(kept, "bucket").select("id", "doc").distinct()))
-        buckets = per_bucket.agg(F.coalesce(F.sum("n"), F.lit(0)).alias("rows"),
-                                 F.count(F.when(F.col("n") > cfg.max_bucket_size, 1))
-                                 .alias("bounded")).first()
+        kept = (
+            matched.join(per_bucket, "bucket")
+            .filter((F.col("n") <= cfg.max_bucket_size) | (F.col("doc") == F.col("first")))
+            .select("bucket", "doc")
+        )
+        cross = stack.enter_context(
+            cached(rows.join(kept, "bucket").select("id", "doc").distinct())
+        )
+        buckets = per_bucket.agg(
+            F.coalesce(F.sum("n"), F.lit(0)).alias("rows"),
+            F.count(F.when(F.col("n") > cfg.max_bucket_size, 1)).alias("bounded"),
+        ).first()
         found, doc_read = _read_index_documents(out, index, parent, cross)
         n_cross = cross.count()
-    pairs = (cross.join(found.select("doc", F.col("id").alias("id_b")), "doc")
-             .select(F.col("id").alias("id_a"), "id_b"))
+    pairs = cross.join(found.select("doc", F.col("id").alias("id_b")), "doc").select(
+        F.col("id").alias("id_a"), "id_b"
+    )
     facts = {
         "batch_band_keys": n_keys,
         "index_band_rows_matched": int(buckets["rows"]),
@@ -155,8 +171,9 @@ def _lookup(out: StagedOutput, index: CrawlIndex, parent: Manifest, cfg: DedupCo
     return pairs, found, facts
 
 
-def _read_index_documents(out: StagedOutput, index: CrawlIndex, parent: Manifest,
-                          cross: DataFrame) -> tuple[DataFrame, dict[str, Any]]:
+def _read_index_documents(
+    out: StagedOutput, index: CrawlIndex, parent: Manifest, cross: DataFrame
+) -> tuple[DataFrame, dict[str, Any]]:
     """The index documents of the cross candidates, written to ``index_documents/``
     and read back; and how the index was read."""
     wanted = cross.select("doc").distinct()
@@ -164,8 +181,10 @@ def _read_index_documents(out: StagedOutput, index: CrawlIndex, parent: Manifest
     found, doc_read = index.lookup(parent, "docs", "doc", _small(wanted, n_docs), n_docs)
     # Written out once and read back: later stages use these documents several
     # times, and a cached plan would not keep the pushed-down keys at the scan.
-    out.write(found.select("doc", "id", "url", "fetch_time", "added_version", "text_len",
-                           "shingles"), "index_documents")
+    out.write(
+        found.select("doc", "id", "url", "fetch_time", "added_version", "text_len", "shingles"),
+        "index_documents",
+    )
     return out.read("index_documents"), doc_read
 
 
@@ -175,24 +194,34 @@ def _keeper_rank(keep: str):
     version = F.col("added_version")
     if keep == "newest":
         ts, version = -ts, -version
-    return F.struct(F.col("fetch_time").isNull().alias("no_time"), ts.alias("t"),
-                    version.alias("v"), F.col("id").alias("id"), F.col("in_index"))
+    return F.struct(
+        F.col("fetch_time").isNull().alias("no_time"),
+        ts.alias("t"),
+        version.alias("v"),
+        F.col("id").alias("id"),
+        F.col("in_index"),
+    )
 
 
 def _pair_jaccard(pairs: DataFrame, shingles: DataFrame, left: str, right: str) -> DataFrame:
     """Add the exact ``jaccard`` of ``left`` and ``right`` ids (shingles: (id, shingles))."""
-    return (join_sides(pairs, shingles, "shingles", left, right)
-            .withColumn("jaccard", jaccard(F.col("shingles_a"), F.col("shingles_b")))
-            .drop("shingles_a", "shingles_b"))
+    return (
+        join_sides(pairs, shingles, "shingles", left, right)
+        .withColumn("jaccard", jaccard(F.col("shingles_a"), F.col("shingles_b")))
+        .drop("shingles_a", "shingles_b")
+    )
 
 
-def already_applied(spark: SparkSession, output: str, manifest: Manifest, batch_id: str
-                    ) -> dict[str, Any]:
+def already_applied(
+    spark: SparkSession, output: str, manifest: Manifest, batch_id: str
+) -> dict[str, Any]:
     entry = manifest.batch(batch_id)
     report = {
-        "lsh_spark_version": __version__, "batch_id": batch_id, "status": "already_applied",
+        "lsh_spark_version": __version__,
+        "batch_id": batch_id,
+        "status": "already_applied",
         "message": f"batch {batch_id} was committed in index version {entry['version']}; "
-                   "nothing was changed",
+        "nothing was changed",
         "index": {"before": describe(manifest), "after": describe(manifest)},
         "counts": {"new_documents": 0, "duplicates": 0, "superseded_index_documents": 0},
         "original_run": entry,
@@ -221,9 +250,15 @@ class _Batch:
     timer: Timer
 
 
-def run_crawl_batch(spark: SparkSession, batch_path: str, index_root: str, output: str,
-                    cfg: DedupConfig, batch_id: str | None = None, keep: str = "oldest"
-                    ) -> dict[str, Any]:
+def run_crawl_batch(
+    spark: SparkSession,
+    batch_path: str,
+    index_root: str,
+    output: str,
+    cfg: DedupConfig,
+    batch_id: str | None = None,
+    keep: str = "oldest",
+) -> dict[str, Any]:
     """Deduplicate one batch against itself and the index, then add it to the index.
 
     The steps: the core stages on the batch (:func:`_batch_stages`), look up and
@@ -241,9 +276,18 @@ def run_crawl_batch(spark: SparkSession, batch_path: str, index_root: str, outpu
     if parent is not None and parent.batch(batch_id) is not None:
         return already_applied(spark, output, parent, batch_id)
     version = (parent.version if parent else 0) + 1
-    run = _Batch(spark, batch_path, batch_id, cfg, index, parent,
-                 StagedOutput(spark, output, overwrite=True), version,
-                 index.new_segment_name(version), Timer(spark))
+    run = _Batch(
+        spark,
+        batch_path,
+        batch_id,
+        cfg,
+        index,
+        parent,
+        StagedOutput(spark, output, overwrite=True),
+        version,
+        index.new_segment_name(version),
+        Timer(spark),
+    )
     try:
         with ExitStack() as stack:
             sections, indexed = _batch_stages(run)
@@ -261,11 +305,13 @@ def run_crawl_batch(spark: SparkSession, batch_path: str, index_root: str, outpu
 
 def _check_args(spark: SparkSession, batch_path: str, cfg: DedupConfig, keep: str) -> None:
     """Raise :class:`ConfigError` for options a crawl batch cannot run with."""
-    if keep not in CRAWL_KEEP:
-        raise ConfigError(f"--keep: got {keep!r}; allowed: {' | '.join(CRAWL_KEEP)}")
+    if keep not in CRAWL_KEEP_POLICIES:
+        raise ConfigError(f"--keep: got {keep!r}; allowed: {' | '.join(CRAWL_KEEP_POLICIES)}")
     if cfg.method != "minhash":
-        raise ConfigError(f"--method: got {cfg.method!r}; allowed with crawl_dedup.py: minhash "
-                          "(the index holds MinHash band keys and shingle sets)")
+        raise ConfigError(
+            f"--method: got {cfg.method!r}; allowed with crawl_dedup.py: minhash "
+            "(the index holds MinHash band keys and shingle sets)"
+        )
     if not FileSystem(spark, batch_path).exists(batch_path):
         raise ConfigError(f"--batch: path does not exist: {batch_path}")
 
@@ -277,13 +323,17 @@ def _batch_stages(run: _Batch) -> tuple[list[dict[str, Any]], int]:
     spark, out, cfg = run.spark, run.out, run.cfg
     size_shuffle_partitions(spark, FileSystem(spark, run.path).size_bytes(run.path))
     spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
-    sections = [extract_crawl_input(spark, run.path, out, cfg),
-                stage_signatures(spark, run.path, out, cfg)]
+    sections = [
+        extract_crawl_input(spark, run.path, out, cfg),
+        stage_signatures(spark, run.path, out, cfg),
+    ]
     with run.timer("index_ids"):
         indexed = _reject_indexed(out, run.index, run.parent) if run.parent else 0
     cands = stage_candidates(spark, out, cfg)
-    sections += [cands, stage_verify(spark, out, cfg,
-                                     block_members=cands["buckets"].get("block_members"))]
+    sections += [
+        cands,
+        stage_verify(spark, out, cfg, block_members=cands["buckets"].get("block_members")),
+    ]
     return sections, indexed
 
 
@@ -298,15 +348,21 @@ def _cross_verify(run: _Batch, stack: ExitStack) -> tuple[DataFrame | None, dict
             cands, found, lookup = _lookup(out, run.index, run.parent, cfg, stack)
     with run.timer("cross_verify"):
         if found is None:
-            out.write(run.spark.createDataFrame([], "id_a string, id_b string, jaccard double"),
-                      "cross_pairs")
+            out.write(
+                run.spark.createDataFrame([], "id_a string, id_b string, jaccard double"),
+                "cross_pairs",
+            )
             return None, {"index_documents_looked_up": 0, "cross_verified_pairs": 0}
         involved = cands.select(F.col("id_a").alias("id")).distinct()
         needed = accepted_shingles(out).join(F.broadcast(involved), "id", "left_semi")
         shingles = needed.unionByName(found.select("id", "shingles"))
         size = found.agg(F.coalesce(F.sum(F.size("shingles")), F.lit(0))).first()[0]
-        cross = verify_pairs(cands, shingles, cfg.threshold,
-                             broadcast=SHINGLE_BYTES * size <= BROADCAST_SHINGLE_BYTES)
+        cross = verify_pairs(
+            cands,
+            shingles,
+            cfg.threshold,
+            broadcast=SHINGLE_BYTES * size <= BROADCAST_SHINGLE_BYTES,
+        )
         out.write(cross, "cross_pairs")
         lookup["cross_verified_pairs"] = out.read("cross_pairs").count()
     return found, lookup
@@ -326,18 +382,29 @@ def _decide(run: _Batch, found: DataFrame | None, keep: str) -> tuple[DataFrame,
         if found is not None:
             shingles = shingles.unionByName(found.select("id", "shingles"))
         dups = decided.filter(~F.col("in_index") & (F.col("id") != F.col("keeper")))
-        dups = _pair_jaccard(dups.select("id", F.col("keeper").alias("duplicate_of"),
-                                         "keeper_in_index"), shingles, "id", "duplicate_of")
-        out.write(dups.select(
-            "id", "duplicate_of", "jaccard",
-            F.when(F.col("keeper_in_index"), "index").otherwise("batch")
-            .alias("duplicate_of_source")), "duplicates")
+        dups = _pair_jaccard(
+            dups.select("id", F.col("keeper").alias("duplicate_of"), "keeper_in_index"),
+            shingles,
+            "id",
+            "duplicate_of",
+        )
+        out.write(
+            dups.select(
+                "id",
+                "duplicate_of",
+                "jaccard",
+                F.when(F.col("keeper_in_index"), "index")
+                .otherwise("batch")
+                .alias("duplicate_of_source"),
+            ),
+            "duplicates",
+        )
         gone = decided.filter(F.col("in_index") & ~F.col("keeper_in_index"))
-        gone = _pair_jaccard(gone.select("id", F.col("keeper").alias("replaced_by")),
-                             shingles, "id", "replaced_by")
+        gone = _pair_jaccard(
+            gone.select("id", F.col("keeper").alias("replaced_by")), shingles, "id", "replaced_by"
+        )
         out.write(gone.select("id", "replaced_by", "jaccard"), "superseded")
-        new_ids = decided.filter(~F.col("in_index") & (F.col("id") == F.col("keeper"))
-                                 ).select("id")
+        new_ids = decided.filter(~F.col("in_index") & (F.col("id") == F.col("keeper"))).select("id")
         deduped = raw.join(new_ids, "id").drop("reject_reason")
         out.write(restore_id_col(deduped, cfg, facts["derived_ids"]), "deduped")
     return new_ids, raw
@@ -349,25 +416,39 @@ def _keepers(run: _Batch, raw: DataFrame, found: DataFrame | None, keep: str) ->
     out = run.out
     sigs = out.read("signatures")
     cross = out.read("cross_pairs")
-    batch_attrs = sigs.select("id").join(raw.select(
-        "id", _col_or_null(raw, "fetch_time", "timestamp").alias("fetch_time")), "id")
-    attrs = batch_attrs.select("id", "fetch_time", F.lit(run.version).alias("added_version"),
-                               F.lit(False).alias("in_index"))
+    batch_attrs = sigs.select("id").join(
+        raw.select("id", _col_or_null(raw, "fetch_time", "timestamp").alias("fetch_time")), "id"
+    )
+    attrs = batch_attrs.select(
+        "id",
+        "fetch_time",
+        F.lit(run.version).alias("added_version"),
+        F.lit(False).alias("in_index"),
+    )
     vertices = sigs.select("id")
     if found is not None:
         hit = cross.select(F.col("id_b").alias("id")).distinct()
         idx_attrs = found.join(hit, "id", "left_semi").select(
-            "id", "fetch_time", "added_version", F.lit(True).alias("in_index"))
+            "id", "fetch_time", "added_version", F.lit(True).alias("in_index")
+        )
         attrs = attrs.unionByName(idx_attrs)
         vertices = vertices.unionByName(hit)
     edges = out.read("pairs").select("id_a", "id_b").unionByName(cross.select("id_a", "id_b"))
     clusters = connected_components(edges, vertices, run.cfg.max_cc_iterations)
     ranked = clusters.join(attrs, "id").withColumn("rank", _keeper_rank(keep))
-    keepers = ranked.groupBy("cluster_id").agg(F.min("rank").alias("k")).select(
-        "cluster_id", F.col("k.id").alias("keeper"),
-        F.col("k.in_index").alias("keeper_in_index"))
-    out.write(ranked.join(keepers, "cluster_id").select(
-        "id", "in_index", "keeper", "keeper_in_index"), "decisions")
+    keepers = (
+        ranked.groupBy("cluster_id")
+        .agg(F.min("rank").alias("k"))
+        .select(
+            "cluster_id",
+            F.col("k.id").alias("keeper"),
+            F.col("k.in_index").alias("keeper_in_index"),
+        )
+    )
+    out.write(
+        ranked.join(keepers, "cluster_id").select("id", "in_index", "keeper", "keeper_in_index"),
+        "decisions",
+    )
     return out.read("decisions")
 
 
@@ -377,33 +458,57 @@ def _write_segment(run: _Batch, new_ids: DataFrame, raw: DataFrame) -> dict[str,
     out, cfg, parent = run.out, run.cfg, run.parent
     with run.timer("segment"):
         sigs = out.read("signatures")
-        new_docs = (new_ids.join(sigs.select("id", "text_hash", "text_len", "num_shingles"),
-                                 "id")
-                    .join(accepted_shingles(out), "id")
-                    .join(raw.select("id", _col_or_null(raw, "url", "string").alias("url"),
-                                     _col_or_null(raw, "fetch_time", "timestamp")
-                                     .alias("fetch_time"),
-                                     _col_or_null(raw, "content_digest", "string")
-                                     .alias("content_digest")), "id"))
+        new_docs = (
+            new_ids.join(sigs.select("id", "text_hash", "text_len", "num_shingles"), "id")
+            .join(accepted_shingles(out), "id")
+            .join(
+                raw.select(
+                    "id",
+                    _col_or_null(raw, "url", "string").alias("url"),
+                    _col_or_null(raw, "fetch_time", "timestamp").alias("fetch_time"),
+                    _col_or_null(raw, "content_digest", "string").alias("content_digest"),
+                ),
+                "id",
+            )
+        )
         docs = new_docs.select(
-            doc_key(F.col("id")).alias("doc"), "id", "url", "fetch_time", "content_digest",
-            F.lit(run.batch_id).alias("batch_id"), F.lit(run.version).alias("added_version"),
-            "text_hash", F.col("text_len").cast("int"), F.col("num_shingles").cast("int"),
-            "shingles")
+            doc_key(F.col("id")).alias("doc"),
+            "id",
+            "url",
+            "fetch_time",
+            "content_digest",
+            F.lit(run.batch_id).alias("batch_id"),
+            F.lit(run.version).alias("added_version"),
+            "text_hash",
+            F.col("text_len").cast("int"),
+            F.col("num_shingles").cast("int"),
+            "shingles",
+        )
         b, r = cfg.band_params()
         bands = explode_bands(sigs.join(new_ids, "id", "left_semi"), b, r).select(
-            "bucket", doc_key(F.col("id")).alias("doc"))
+            "bucket", doc_key(F.col("id")).alias("doc")
+        )
         removed = out.read("superseded").select(doc_key(F.col("id")).alias("doc"), "id")
-        per_doc = (parent.bytes / parent.documents if parent and parent.documents
-                   else FIRST_SEGMENT_BYTES_PER_DOC)
-        stats = run.index.write_segment(run.segment, docs, bands, removed,
-                                        new_ids.count() * per_doc)
+        per_doc = (
+            parent.bytes / parent.documents
+            if parent and parent.documents
+            else FIRST_SEGMENT_BYTES_PER_DOC
+        )
+        stats = run.index.write_segment(
+            run.segment, docs, bands, removed, new_ids.count() * per_doc
+        )
     return segment_entry(stats, run.version, run.batch_id, "batch")
 
 
-def _commit(run: _Batch, sections: list[dict[str, Any]], indexed: int,
-            lookup: dict[str, Any], entry: dict[str, Any], keep: str, started: float
-            ) -> dict[str, Any]:
+def _commit(
+    run: _Batch,
+    sections: list[dict[str, Any]],
+    indexed: int,
+    lookup: dict[str, Any],
+    entry: dict[str, Any],
+    keep: str,
+    started: float,
+) -> dict[str, Any]:
     """Write the report, commit the output and then the index; return the report."""
     parent, out = run.parent, run.out
     counts = _final_counts(out, indexed)
@@ -411,18 +516,38 @@ def _commit(run: _Batch, sections: list[dict[str, Any]], indexed: int,
         version=run.version,
         params=parent.params if parent else index_params(run.cfg),
         segments=(parent.segments if parent else []) + [entry],
-        batches=(parent.batches if parent else []) + [{
-            "batch_id": run.batch_id, "version": run.version, "input": run.path,
-            "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **counts}],
+        batches=(parent.batches if parent else [])
+        + [
+            {
+                "batch_id": run.batch_id,
+                "version": run.version,
+                "input": run.path,
+                "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                **counts,
+            }
+        ],
     )
     report = merge_reports(
-        {"lsh_spark_version": __version__, "batch_id": run.batch_id, "status": "committed",
-         "input_path": run.path, "index_path": run.index.root, "keep": keep,
-         "parameters": run.cfg.to_dict()},
+        {
+            "lsh_spark_version": __version__,
+            "batch_id": run.batch_id,
+            "status": "committed",
+            "input_path": run.path,
+            "index_path": run.index.root,
+            "keep": keep,
+            "parameters": run.cfg.to_dict(),
+        },
         *sections,
-        {"counts": counts, "lookup": lookup, "seconds": run.timer.seconds,
-         "index": {"before": describe(parent), "after": describe(new_manifest),
-                   "segment": entry}},
+        {
+            "counts": counts,
+            "lookup": lookup,
+            "seconds": run.timer.seconds,
+            "index": {
+                "before": describe(parent),
+                "after": describe(new_manifest),
+                "segment": entry,
+            },
+        },
     )
     report["seconds"]["total"] = round(time.perf_counter() - started, 3)
     for name in SCRATCH_DATASETS:
@@ -436,8 +561,12 @@ def _commit(run: _Batch, sections: list[dict[str, Any]], indexed: int,
 
 def _final_counts(out: StagedOutput, indexed: int) -> dict[str, int]:
     """The report's and the manifest's counts of the batch, from its outputs."""
-    dup = (out.read("duplicates").groupBy("duplicate_of_source")
-           .agg(F.count(F.lit(1)).alias("n")).collect())
+    dup = (
+        out.read("duplicates")
+        .groupBy("duplicate_of_source")
+        .agg(F.count(F.lit(1)).alias("n"))
+        .collect()
+    )
     by_source = {r["duplicate_of_source"]: int(r["n"]) for r in dup}
     rejects = out.read("rejects").count()
     new = out.read("deduped").count()

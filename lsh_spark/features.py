@@ -17,7 +17,7 @@ Example
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,7 +44,9 @@ def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.Record
     norm = normalize_array(keep_where(pc.is_null(reason), text))
     # No letter or digit left: rejected with a reason, like the Spark path.
     empty = pc.invert(pc.match_substring_regex(norm, TEXT_CHAR))
-    reason = pc.coalesce(reason, pc.if_else(empty, pa.scalar(NO_TEXT), pa.scalar(None, pa.string())))
+    reason = pc.coalesce(
+        reason, pc.if_else(empty, pa.scalar(NO_TEXT), pa.scalar(None, pa.string()))
+    )
     norm = keep_where(pc.is_null(reason), norm)
     shingles = word_shingles_arrow(norm, k, seed)
     signature, num_shingles = signature_arrays(shingles, a, b)
@@ -52,14 +54,22 @@ def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.Record
     # counted only those it withheld).
     text_len = pc.coalesce(batch.column("text_len"), char_lengths(text))
     return pa.RecordBatch.from_arrays(
-        [batch.column("id"), text_len,
-         reason, text_hash_arrow(norm, seed), shingles, signature, num_shingles],
-        names=["id", "text_len", "reason", "text_hash", "shingles", "signature",
-               "num_shingles"])
+        [
+            batch.column("id"),
+            text_len,
+            reason,
+            text_hash_arrow(norm, seed),
+            shingles,
+            signature,
+            num_shingles,
+        ],
+        names=["id", "text_len", "reason", "text_hash", "shingles", "signature", "num_shingles"],
+    )
 
 
-def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int,
-                          packed: bool = False) -> DataFrame:
+def word_minhash_features(
+    checked: DataFrame, k: int, seed: int, num_perm: int, packed: bool = False
+) -> DataFrame:
     """``(id, text_len, text, reason)`` from :func:`lsh_spark.normalize.checked_texts`
     (``text_len`` may be null where ``text`` is not: it is counted here)
     -> ``(id, text_len, reason, text_hash, shingles, signature, num_shingles)``.
@@ -77,16 +87,19 @@ def word_minhash_features(checked: DataFrame, k: int, seed: int, num_perm: int,
     """
     a, b = permutation_params(num_perm, seed)
     id_field = checked.schema["id"]
-    schema = T.StructType([
-        id_field,
-        T.StructField("text_len", T.IntegerType(), True),
-        T.StructField("reason", T.StringType(), True),
-        T.StructField("text_hash", T.BinaryType(), True),
-        T.StructField("shingles", T.BinaryType() if packed
-                      else T.ArrayType(T.LongType(), False), True),
-        T.StructField("signature", T.ArrayType(T.IntegerType(), False), True),
-        T.StructField("num_shingles", T.IntegerType(), False),
-    ])
+    schema = T.StructType(
+        [
+            id_field,
+            T.StructField("text_len", T.IntegerType(), True),
+            T.StructField("reason", T.StringType(), True),
+            T.StructField("text_hash", T.BinaryType(), True),
+            T.StructField(
+                "shingles", T.BinaryType() if packed else T.ArrayType(T.LongType(), False), True
+            ),
+            T.StructField("signature", T.ArrayType(T.IntegerType(), False), True),
+            T.StructField("num_shingles", T.IntegerType(), False),
+        ]
+    )
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:

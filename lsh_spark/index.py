@@ -54,13 +54,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lsh_spark.config import ConfigError, DedupConfig
+from lsh_spark.errors import LshSparkError
 from lsh_spark.io import FileSystem
 
 FORMAT_VERSION = 1
 # Parameters that must match between an index and every batch added to it:
 # they decide the shingle sets, the signatures and the band keys.
-INDEX_PARAMS = ("threshold", "num_perm", "bands", "rows", "shingle", "k", "seed",
-                "max_text_chars")
+INDEX_PARAMS = ("threshold", "num_perm", "bands", "rows", "shingle", "k", "seed", "max_text_chars")
 # Segment layout 2: tables range partitioned on their key (LAYOUT in the
 # manifest's segment entries; segments without it are read whole).
 LAYOUT = 2
@@ -85,26 +85,28 @@ _MANIFEST = re.compile(r"^v(\d{8})\.json$")
 # Column order is read order: a lookup reads doc..shingles in one run per row
 # group, the already-indexed check reads doc, id, batch_id; the columns no lookup
 # reads come last.
-DOCS_SCHEMA = T.StructType([
-    T.StructField("doc", T.LongType(), False),
-    T.StructField("id", T.StringType(), False),
-    T.StructField("batch_id", T.StringType(), False),
-    T.StructField("url", T.StringType(), True),
-    T.StructField("fetch_time", T.TimestampType(), True),
-    T.StructField("added_version", T.IntegerType(), False),
-    T.StructField("text_len", T.IntegerType(), True),
-    T.StructField("shingles", T.ArrayType(T.LongType(), True), True),
-    T.StructField("content_digest", T.StringType(), True),
-    T.StructField("text_hash", T.BinaryType(), True),
-    T.StructField("num_shingles", T.IntegerType(), True),
-])
+DOCS_SCHEMA = T.StructType(
+    [
+        T.StructField("doc", T.LongType(), False),
+        T.StructField("id", T.StringType(), False),
+        T.StructField("batch_id", T.StringType(), False),
+        T.StructField("url", T.StringType(), True),
+        T.StructField("fetch_time", T.TimestampType(), True),
+        T.StructField("added_version", T.IntegerType(), False),
+        T.StructField("text_len", T.IntegerType(), True),
+        T.StructField("shingles", T.ArrayType(T.LongType(), True), True),
+        T.StructField("content_digest", T.StringType(), True),
+        T.StructField("text_hash", T.BinaryType(), True),
+        T.StructField("num_shingles", T.IntegerType(), True),
+    ]
+)
 
 
 class IndexError(ConfigError):  # noqa: A001 - a user-facing error of this module
     """The index cannot be used as asked (wrong parameters, damaged manifest)."""
 
 
-class IndexConflict(RuntimeError):
+class IndexConflict(LshSparkError, RuntimeError):
     """Another run committed a new index version while this one was running."""
 
 
@@ -137,12 +139,24 @@ class Manifest:
         return next((b for b in self.batches if b["batch_id"] == batch_id), None)
 
     def to_json(self, parent: int | None) -> str:
-        return json.dumps({
-            "format_version": FORMAT_VERSION, "version": self.version, "parent": parent,
-            "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "params": self.params, "segments": self.segments, "batches": self.batches,
-            "documents": self.documents, "bytes": self.bytes,
-        }, indent=2, sort_keys=True) + "\n"
+        return (
+            json.dumps(
+                {
+                    "format_version": FORMAT_VERSION,
+                    "version": self.version,
+                    "parent": parent,
+                    "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "params": self.params,
+                    "segments": self.segments,
+                    "batches": self.batches,
+                    "documents": self.documents,
+                    "bytes": self.bytes,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n"
+        )
 
 
 class CrawlIndex:
@@ -183,14 +197,21 @@ class CrawlIndex:
         try:
             data = json.loads(self.fs.read_text(path))
         except ValueError as exc:
-            raise IndexError(f"--index: manifest {path} is damaged ({exc}); "
-                             "restore it from a backup") from None
+            raise IndexError(
+                f"--index: manifest {path} is damaged ({exc}); restore it from a backup"
+            ) from None
         if data.get("format_version") != FORMAT_VERSION:
-            raise IndexError(f"--index: {path} has format_version "
-                             f"{data.get('format_version')!r}; this lsh-spark reads "
-                             f"{FORMAT_VERSION}")
-        return Manifest(version=int(data["version"]), params=data["params"],
-                        segments=data["segments"], batches=data["batches"])
+            raise IndexError(
+                f"--index: {path} has format_version "
+                f"{data.get('format_version')!r}; this lsh-spark reads "
+                f"{FORMAT_VERSION}"
+            )
+        return Manifest(
+            version=int(data["version"]),
+            params=data["params"],
+            segments=data["segments"],
+            batches=data["batches"],
+        )
 
     def check_params(self, manifest: Manifest, cfg: DedupConfig) -> None:
         """Raise naming the first parameter where ``cfg`` differs from the index."""
@@ -201,14 +222,18 @@ class CrawlIndex:
                     f"--{key.replace('_', '-')}: got {mine[key]!r} but the index at "
                     f"{self.root} was built with {manifest.params.get(key)!r}; allowed: "
                     f"{manifest.params.get(key)!r} (an index holds one set of shingle, "
-                    "MinHash and band parameters)")
+                    "MinHash and band parameters)"
+                )
 
     def _read(self, manifest: Manifest, table: str) -> DataFrame | None:
         paths = [f"{self.segment_path(s['name'])}/{table}" for s in manifest.segments]
         # Page indexes are not read: a row group here is one page per column, and
         # reading a page index costs a seek and a buffer fill per row group.
-        return (self.spark.read.option("parquet.filter.columnindex.enabled", "false")
-                .parquet(*paths) if paths else None)
+        return (
+            self.spark.read.option("parquet.filter.columnindex.enabled", "false").parquet(*paths)
+            if paths
+            else None
+        )
 
     def removed(self, manifest: Manifest) -> DataFrame | None:
         if not any(s.get("removed", 0) for s in manifest.segments):
@@ -243,9 +268,15 @@ class CrawlIndex:
             read += t["bytes"] * -math.expm1(-n_keys / max(1, t["row_groups"]))
         return read / total if total else 0.0
 
-    def lookup(self, manifest: Manifest, table: str, column: str, keys: DataFrame,
-               n_keys: int, max_read_fraction: float | None = None
-               ) -> tuple[DataFrame, dict[str, Any]]:
+    def lookup(
+        self,
+        manifest: Manifest,
+        table: str,
+        column: str,
+        keys: DataFrame,
+        n_keys: int,
+        max_read_fraction: float | None = None,
+    ) -> tuple[DataFrame, dict[str, Any]]:
         """Rows of ``table`` ("docs": live documents, or "bands") whose ``column`` is
         one of the ``n_keys`` values of one-column ``keys``, and how they were read.
 
@@ -270,9 +301,15 @@ class CrawlIndex:
         return df.join(keys, column, "left_semi"), dict(facts, how="scan")
 
     # -- writing ------------------------------------------------------------
-    def write_segment(self, name: str, docs: DataFrame, bands: DataFrame,
-                      removed: DataFrame, est_bytes: int,
-                      file_bytes: int = SEGMENT_FILE_BYTES) -> dict[str, Any]:
+    def write_segment(
+        self,
+        name: str,
+        docs: DataFrame,
+        bands: DataFrame,
+        removed: DataFrame,
+        est_bytes: int,
+        file_bytes: int = SEGMENT_FILE_BYTES,
+    ) -> dict[str, Any]:
         """Write a segment under ``_staging/`` and describe it for the manifest.
 
         Both key tables are range partitioned into about ``est_bytes /
@@ -283,27 +320,43 @@ class CrawlIndex:
         base = self.staging_path(name)
         n_files = max(1, -(-int(est_bytes) // file_bytes))
         docs = docs.select(*[F.col(f.name).cast(f.dataType) for f in DOCS_SCHEMA.fields])
-        (docs.repartitionByRange(n_files, "doc").sortWithinPartitions("doc")
-         .write.mode("error")
-         .option("parquet.block.size", str(DOCS_ROW_GROUP_BYTES))
-         .option("parquet.bloom.filter.enabled#doc", "true")
-         .option("parquet.bloom.filter.expected.ndv#doc", str(DOCS_BLOOM_NDV))
-         .option("parquet.bloom.filter.fpp#doc", str(DOCS_BLOOM_FPP))
-         .parquet(f"{base}/docs"))
-        (bands.repartitionByRange(n_files, "bucket").sortWithinPartitions("bucket")
-         .write.mode("error").option("parquet.block.size", str(BANDS_ROW_GROUP_BYTES))
-         .option("parquet.writer.version", "v2")  # delta-encoded sorted buckets: -12%
-         .parquet(f"{base}/bands"))
+        (
+            docs.repartitionByRange(n_files, "doc")
+            .sortWithinPartitions("doc")
+            .write.mode("error")
+            .option("parquet.block.size", str(DOCS_ROW_GROUP_BYTES))
+            .option("parquet.bloom.filter.enabled#doc", "true")
+            .option("parquet.bloom.filter.expected.ndv#doc", str(DOCS_BLOOM_NDV))
+            .option("parquet.bloom.filter.fpp#doc", str(DOCS_BLOOM_FPP))
+            .parquet(f"{base}/docs")
+        )
+        (
+            bands.repartitionByRange(n_files, "bucket")
+            .sortWithinPartitions("bucket")
+            .write.mode("error")
+            .option("parquet.block.size", str(BANDS_ROW_GROUP_BYTES))
+            .option("parquet.writer.version", "v2")  # delta-encoded sorted buckets: -12%
+            .parquet(f"{base}/bands")
+        )
         removed.write.mode("error").parquet(f"{base}/removed")
         # Counts from the footers, which are read for the row groups anyway.
         tables, rows = {}, {}
         for table in ("docs", "bands", "removed"):
             files, groups, rows[table] = self.fs.parquet_row_groups(f"{base}/{table}")
             if table != "removed":
-                tables[table] = {"bytes": self.fs.size_bytes(f"{base}/{table}"),
-                                 "files": files, "row_groups": groups}
-        return {"name": name, "docs": rows["docs"], "removed": rows["removed"],
-                "bytes": self.fs.size_bytes(base), "layout": LAYOUT, "tables": tables}
+                tables[table] = {
+                    "bytes": self.fs.size_bytes(f"{base}/{table}"),
+                    "files": files,
+                    "row_groups": groups,
+                }
+        return {
+            "name": name,
+            "docs": rows["docs"],
+            "removed": rows["removed"],
+            "bytes": self.fs.size_bytes(base),
+            "layout": LAYOUT,
+            "tables": tables,
+        }
 
     def commit(self, parent: Manifest | None, new: Manifest, staged: list[str]) -> None:
         """Publish ``staged`` segments and manifest ``new`` (= parent version + 1).
@@ -318,7 +371,8 @@ class CrawlIndex:
             raise IndexConflict(
                 f"--index: {self.root} moved from version {parent_version} to "
                 f"{latest[-1]} while this run was working (another batch or a compaction "
-                "committed first); nothing was committed: run this batch again")
+                "committed first); nothing was committed: run this batch again"
+            )
         tmp = f"{self.root}/_manifests/.v{new.version:08d}.{uuid.uuid4().hex[:12]}.tmp"
         moved: list[str] = []
         committed = False
@@ -336,7 +390,8 @@ class CrawlIndex:
         if not committed:
             raise IndexConflict(
                 f"--index: version {new.version} of {self.root} was committed by another "
-                "run at the same moment; nothing was committed: run this batch again")
+                "run at the same moment; nothing was committed: run this batch again"
+            )
 
     def discard(self, staged: list[str]) -> None:
         for name in staged:
@@ -345,8 +400,11 @@ class CrawlIndex:
     def garbage(self, manifest: Manifest) -> list[str]:
         """Segment and staging directories no committed version of ``manifest`` names."""
         live = {s["name"] for s in manifest.segments}
-        dead = [f"{self.root}/segments/{n}" for n in self.fs.list_names(f"{self.root}/segments")
-                if n not in live]
+        dead = [
+            f"{self.root}/segments/{n}"
+            for n in self.fs.list_names(f"{self.root}/segments")
+            if n not in live
+        ]
         dead += [f"{self.root}/_staging/{n}" for n in self.fs.list_names(f"{self.root}/_staging")]
         return dead
 
@@ -374,24 +432,37 @@ def any_of(column: str, values: list) -> Any:
     return tree(0, len(values))
 
 
-def segment_entry(stats: dict[str, Any], version: int, batch_id: str | None,
-                  kind: str) -> dict[str, Any]:
+def segment_entry(
+    stats: dict[str, Any], version: int, batch_id: str | None, kind: str
+) -> dict[str, Any]:
     return dict(stats, version_added=version, batch_id=batch_id, kind=kind)
 
 
 def describe(manifest: Manifest | None) -> dict[str, Any]:
     """The report's figures for an index version."""
     if manifest is None:
-        return {"version": 0, "documents": 0, "bytes": 0, "bytes_per_document": None,
-                "segments": 0, "batches": 0}
+        return {
+            "version": 0,
+            "documents": 0,
+            "bytes": 0,
+            "bytes_per_document": None,
+            "segments": 0,
+            "batches": 0,
+        }
     docs = manifest.documents
-    return {"version": manifest.version, "documents": docs, "bytes": manifest.bytes,
-            "bytes_per_document": round(manifest.bytes / docs, 1) if docs else None,
-            "segments": len(manifest.segments), "batches": len(manifest.batches)}
+    return {
+        "version": manifest.version,
+        "documents": docs,
+        "bytes": manifest.bytes,
+        "bytes_per_document": round(manifest.bytes / docs, 1) if docs else None,
+        "segments": len(manifest.segments),
+        "batches": len(manifest.batches),
+    }
 
 
-def compact(spark: SparkSession, root: str,
-            target_file_bytes: int = SEGMENT_FILE_BYTES) -> dict[str, Any]:
+def compact(
+    spark: SparkSession, root: str, target_file_bytes: int = SEGMENT_FILE_BYTES
+) -> dict[str, Any]:
     """Rewrite the live index into one segment of files of about ``target_file_bytes``.
 
     The documents and band rows of live documents are unchanged (superseded
@@ -409,23 +480,33 @@ def compact(spark: SparkSession, root: str,
     removed = spark.createDataFrame([], "doc bigint, id string")
     name = index.new_segment_name(manifest.version + 1)
     try:
-        stats = index.write_segment(name, docs, bands, removed, manifest.bytes,
-                                    target_file_bytes)
+        stats = index.write_segment(name, docs, bands, removed, manifest.bytes, target_file_bytes)
         entry = segment_entry(stats, manifest.version + 1, None, "compacted")
         entry["compacted_from"] = [s["name"] for s in manifest.segments]
-        new = Manifest(version=manifest.version + 1, params=manifest.params, segments=[entry],
-                       batches=manifest.batches)
+        new = Manifest(
+            version=manifest.version + 1,
+            params=manifest.params,
+            segments=[entry],
+            batches=manifest.batches,
+        )
         index.commit(manifest, new, [name])
     except BaseException:
         index.discard([name])
         raise
     # Older manifests name segments that are deleted now; the batches they list
     # are carried in the new manifest.
-    deleted = index.garbage(new) + [index._manifest_path(v) for v in index.versions()
-                                    if v < new.version]
+    deleted = index.garbage(new) + [
+        index._manifest_path(v) for v in index.versions() if v < new.version
+    ]
     for path in deleted:
         index.fs.delete(path)
-    files = len([f for f in index.fs.list_files(index.segment_path(name))
-                 if f.endswith(".parquet")])
-    return {"index_path": index.root, "before": before, "after": describe(new),
-            "parquet_files_after": files, "deleted_directories": len(deleted)}
+    files = len(
+        [f for f in index.fs.list_files(index.segment_path(name)) if f.endswith(".parquet")]
+    )
+    return {
+        "index_path": index.root,
+        "before": before,
+        "after": describe(new),
+        "parquet_files_after": files,
+        "deleted_directories": len(deleted),
+    }

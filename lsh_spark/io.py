@@ -30,18 +30,26 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lsh_spark.config import ConfigError, DedupConfig
+from lsh_spark.errors import LshSparkError
 
 CORRUPT = "_corrupt_record"
 _EXTENSIONS = {
-    ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
-    ".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".txt": "text", ".text": "text",
-    ".warc": "warc", ".wet": "warc",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".txt": "text",
+    ".text": "text",
+    ".warc": "warc",
+    ".wet": "warc",
 }
 _COMPRESSION = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate", ".xz")
 _ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
 
 
-class InputError(ValueError):
+class InputError(LshSparkError, ValueError):
     """The input cannot be processed at all (missing, wrong layout, duplicate ids)."""
 
 
@@ -56,7 +64,7 @@ def _split(path: str) -> tuple[str, str, str]:
     them: ``hdfs://nn:8020/a`` gives ``("hdfs", "nn:8020", "/a")``, ``/a`` and
     ``a`` give ``("", "", ...)``, ``//a`` (no scheme) is local ``/a``."""
     m = _SCHEME.match(path)
-    scheme, rest = (m.group(1).lower(), path[m.end():]) if m else ("", path)
+    scheme, rest = (m.group(1).lower(), path[m.end() :]) if m else ("", path)
     authority = ""
     if scheme and rest.startswith("//"):
         authority, _, rest = rest[2:].partition("/")
@@ -80,18 +88,22 @@ def _arrow_fs(spark: SparkSession, scheme: str, authority: str, path: str) -> pa
         endpoint = spark.conf.get("spark.hadoop.fs.s3a.endpoint", None)
         if endpoint:
             http = endpoint.startswith("http://")
-            return pafs.S3FileSystem(endpoint_override=endpoint.split("://")[-1],
-                                     scheme="http" if http else "https")
+            return pafs.S3FileSystem(
+                endpoint_override=endpoint.split("://")[-1], scheme="http" if http else "https"
+            )
         return pafs.FileSystem.from_uri(f"s3://{authority}/")[0]
     if scheme == "hdfs":
         try:
             return pafs.FileSystem.from_uri(f"hdfs://{authority or 'default'}/")[0]
         except OSError as exc:
-            raise OSError(f"cannot open HDFS for {path} ({exc}); the driver needs libhdfs "
-                          "(ARROW_LIBHDFS_DIR) and Hadoop's jars (CLASSPATH=$(hadoop "
-                          "classpath --glob))") from None
-    raise ConfigError(f"{path}: file system {scheme!r} is not supported; "
-                      f"supported: {SUPPORTED_SCHEMES}")
+            raise OSError(
+                f"cannot open HDFS for {path} ({exc}); the driver needs libhdfs "
+                "(ARROW_LIBHDFS_DIR) and Hadoop's jars (CLASSPATH=$(hadoop "
+                "classpath --glob))"
+            ) from None
+    raise ConfigError(
+        f"{path}: file system {scheme!r} is not supported; supported: {SUPPORTED_SCHEMES}"
+    )
 
 
 class FileSystem:
@@ -116,8 +128,9 @@ class FileSystem:
         """``path`` as pyarrow names it on this file system."""
         scheme, authority, rest = _split(path)
         if (scheme or "file", authority) != (self._scheme, self._authority):
-            raise ValueError(f"{path} is not on the file system of "
-                             f"{self._scheme}://{self._authority}")
+            raise ValueError(
+                f"{path} is not on the file system of {self._scheme}://{self._authority}"
+            )
         rest = _normalized(rest)
         return f"{authority}{rest}".rstrip("/") if self._scheme in _S3_SCHEMES else rest
 
@@ -144,8 +157,11 @@ class FileSystem:
             return [(self.qualify(path), info)] if info.type == pafs.FileType.File else []
         root, base = self.qualify(path), self._p(path)
         found = self._fs.get_file_info(pafs.FileSelector(base, recursive=True))
-        return [(root + "/" + f.path[len(base):].lstrip("/"), f) for f in found
-                if f.type == pafs.FileType.File and not self._checksum(f.base_name)]
+        return [
+            (root + "/" + f.path[len(base) :].lstrip("/"), f)
+            for f in found
+            if f.type == pafs.FileType.File and not self._checksum(f.base_name)
+        ]
 
     def exists(self, path: str) -> bool:
         return self._info(path).type != pafs.FileType.NotFound
@@ -156,9 +172,13 @@ class FileSystem:
     def fingerprint(self, path: str) -> tuple:
         """``(name, length, modification time in ms)`` of every data file below
         ``path`` (recursively), skipping hidden and ``_`` files, sorted by name."""
-        return tuple(sorted(
-            (name, f.size, (f.mtime_ns or 0) // 1_000_000) for name, f in self._files(path)
-            if not posixpath.basename(name).startswith((".", "_"))))
+        return tuple(
+            sorted(
+                (name, f.size, (f.mtime_ns or 0) // 1_000_000)
+                for name, f in self._files(path)
+                if not posixpath.basename(name).startswith((".", "_"))
+            )
+        )
 
     def list_names(self, path: str) -> list[str]:
         """Names of the direct children of directory ``path`` (empty if it is absent)."""
@@ -236,10 +256,12 @@ class FileSystem:
     def _copy_tree(self, src: str, dst: str) -> None:
         base, target = self._p(src), self._p(dst)
         found = self._fs.get_file_info(pafs.FileSelector(base, recursive=True))
-        files = sorted((f.path for f in found if f.type == pafs.FileType.File),
-                       key=lambda p: posixpath.basename(p) == "_SUCCESS")
+        files = sorted(
+            (f.path for f in found if f.type == pafs.FileType.File),
+            key=lambda p: posixpath.basename(p) == "_SUCCESS",
+        )
         for name in files:
-            self._fs.copy_file(name, target + name[len(base):])
+            self._fs.copy_file(name, target + name[len(base) :])
         self._fs.delete_dir(base)
 
     def write_text(self, path: str, text: str) -> None:
@@ -302,8 +324,11 @@ def _json_key(spark: SparkSession, path: str) -> tuple:
 
 def _json_reader(spark: SparkSession, schema: T.StructType | None = None):
     reader = spark.read if schema is None else spark.read.schema(schema)
-    return (reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
-            .option("recursiveFileLookup", "true"))
+    return (
+        reader.option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .option("recursiveFileLookup", "true")
+    )
 
 
 def _infer_json(spark: SparkSession, path: str) -> T.StructType:
@@ -326,8 +351,11 @@ def _read_jsonl(spark: SparkSession, path: str) -> DataFrame:
 
 def _read_csv(spark: SparkSession, path: str, sep: str) -> DataFrame:
     reader = (
-        spark.read.option("header", "true").option("multiLine", "true")
-        .option("escape", '"').option("sep", sep).option("recursiveFileLookup", "true")
+        spark.read.option("header", "true")
+        .option("multiLine", "true")
+        .option("escape", '"')
+        .option("sep", sep)
+        .option("recursiveFileLookup", "true")
     )
     header = reader.csv(path).schema
     schema = T.StructType(
@@ -335,8 +363,10 @@ def _read_csv(spark: SparkSession, path: str, sep: str) -> DataFrame:
         + [T.StructField(CORRUPT, T.StringType(), True)]
     )
     return (
-        reader.schema(schema).option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT).csv(path)
+        reader.schema(schema)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .csv(path)
     )
 
 
@@ -371,18 +401,26 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
     fmt = cfg.format or detect_format(files)
     if fmt == "warc":
         if cfg.id_col != "id":
-            raise ConfigError(f"--id-col: got {cfg.id_col!r}; with --format warc the id is "
-                              "the WARC-Record-ID (leave --id-col unset)")
+            raise ConfigError(
+                f"--id-col: got {cfg.id_col!r}; with --format warc the id is "
+                "the WARC-Record-ID (leave --id-col unset)"
+            )
         from lsh_spark.warc import read_warc
+
         return read_warc(spark, path, cfg.text_col), {
-            "format": fmt, "files": len(files), "derived_ids": False}
+            "format": fmt,
+            "files": len(files),
+            "derived_ids": False,
+        }
     df = _text_column(_read_format(spark, path, files, fmt, cfg), cfg)
     reason = F.lit(None).cast("string")
     if CORRUPT in df.columns:
         reason = F.when(
             F.col(CORRUPT).isNotNull(),
-            F.concat(F.lit("invalid_record: not parseable as " + fmt + ": "),
-                     F.substring(F.regexp_replace(F.col(CORRUPT), r"[\x00-\x1F]", "?"), 1, 80)),
+            F.concat(
+                F.lit("invalid_record: not parseable as " + fmt + ": "),
+                F.substring(F.regexp_replace(F.col(CORRUPT), r"[\x00-\x1F]", "?"), 1, 80),
+            ),
         )
     if fmt == "text":
         df, derived = _text_ids(spark, path, df, cfg), True
@@ -394,8 +432,9 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
     return df, {"format": fmt, "files": len(files), "derived_ids": derived}
 
 
-def _read_format(spark: SparkSession, path: str, files: list[str], fmt: str,
-                 cfg: DedupConfig) -> DataFrame:
+def _read_format(
+    spark: SparkSession, path: str, files: list[str], fmt: str, cfg: DedupConfig
+) -> DataFrame:
     """The input as Spark reads ``fmt`` (not WARC), with ``CORRUPT`` where the
     format can have unparseable records and ``file_path`` for text."""
     if fmt == "jsonl":
@@ -432,7 +471,8 @@ def _text_column(df: DataFrame, cfg: DedupConfig) -> DataFrame:
     if isinstance(text_type, (T.StructType, T.ArrayType, T.MapType, T.BinaryType)):
         raise ConfigError(
             f"--text-col: column {cfg.text_col!r} has type {text_type.simpleString()}; "
-            "allowed: a string column")
+            "allowed: a string column"
+        )
     return df.withColumn(cfg.text_col, F.col(cfg.text_col).cast("string"))
 
 
@@ -443,13 +483,11 @@ def _text_ids(spark: SparkSession, path: str, df: DataFrame, cfg: DedupConfig) -
         root = FileSystem(spark, path).qualify(path).rstrip("/") + "/"
         rel = F.regexp_replace(F.col("file_path"), "^" + re.escape(root), "")
         return df.withColumn("id", F.regexp_replace(rel, "^file:", "")).drop("file_path")
-    key = F.concat_ws("\u0000", F.element_at(F.split("file_path", "/"), -1),
-                      F.col(cfg.text_col))
+    key = F.concat_ws("\u0000", F.element_at(F.split("file_path", "/"), -1), F.col(cfg.text_col))
     return _derived_id(df, key).drop("file_path")
 
 
-def _record_ids(df: DataFrame, cfg: DedupConfig,
-                reason: Column) -> tuple[DataFrame, Column, bool]:
+def _record_ids(df: DataFrame, cfg: DedupConfig, reason: Column) -> tuple[DataFrame, Column, bool]:
     """``id`` from the user's id column (a null one is a reject reason), or
     derived from each record's file name and content when the default ``id``
     column is absent.  Returns the DataFrame, the reject reason and whether the
@@ -459,20 +497,30 @@ def _record_ids(df: DataFrame, cfg: DedupConfig,
         if not isinstance(id_type, _ID_TYPES):
             raise ConfigError(
                 f"--id-col: column {cfg.id_col!r} has type {id_type.simpleString()}; "
-                "allowed: string or integer")
+                "allowed: string or integer"
+            )
         if cfg.id_col != "id":
             if "id" in df.columns:
                 df = df.withColumnRenamed("id", "_input_id")
             df = df.withColumnRenamed(cfg.id_col, "id")
-        reason = F.coalesce(reason, F.when(F.col("id").isNull(), F.lit(
-            f"null_id: the id column {cfg.id_col!r} is null or absent")))
+        reason = F.coalesce(
+            reason,
+            F.when(
+                F.col("id").isNull(),
+                F.lit(f"null_id: the id column {cfg.id_col!r} is null or absent"),
+            ),
+        )
         return df, reason, False
     if cfg.id_col != DedupConfig.id_col:
         cols = ", ".join(c for c in df.columns if c != CORRUPT)
         raise ConfigError(f"--id-col: column {cfg.id_col!r} not in input; columns: {cols}")
     user_cols = [c for c in df.columns if c != CORRUPT]
-    key = F.concat_ws("\u0000", F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1),
-                      F.to_json(F.struct(*user_cols)), F.coalesce(F.col(CORRUPT), F.lit("")))
+    key = F.concat_ws(
+        "\u0000",
+        F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1),
+        F.to_json(F.struct(*user_cols)),
+        F.coalesce(F.col(CORRUPT), F.lit("")),
+    )
     return _derived_id(df.withColumn("_key", key), F.col("_key")).drop("_key"), reason, True
 
 
@@ -481,21 +529,35 @@ def _check_vector_col(df: DataFrame, name: str) -> None:
         cols = ", ".join(c for c in df.columns if c not in (CORRUPT, "file_path"))
         raise ConfigError(f"--vector-col: column {name!r} not in input; columns: {cols}")
     dtype = df.schema[name].dataType
-    numeric = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-               T.DecimalType)
+    numeric = (
+        T.ByteType,
+        T.ShortType,
+        T.IntegerType,
+        T.LongType,
+        T.FloatType,
+        T.DoubleType,
+        T.DecimalType,
+    )
     if isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, numeric):
         return
     if type(dtype).__name__ == "VectorUDT":
         return
-    raise ConfigError(f"--vector-col: column {name!r} has type {dtype.simpleString()}; "
-                      "allowed: an array of numbers or an MLlib vector")
+    raise ConfigError(
+        f"--vector-col: column {name!r} has type {dtype.simpleString()}; "
+        "allowed: an array of numbers or an MLlib vector"
+    )
 
 
 def check_unique_ids(df: DataFrame, show: int = 5) -> None:
     """Raise :class:`InputError` naming up to ``show`` ids that occur more than once."""
     dups = (
-        df.filter(F.col("id").isNotNull()).groupBy("id").count()
-        .filter(F.col("count") > 1).orderBy("id").limit(show).collect()
+        df.filter(F.col("id").isNotNull())
+        .groupBy("id")
+        .count()
+        .filter(F.col("count") > 1)
+        .orderBy("id")
+        .limit(show)
+        .collect()
     )
     if dups:
         names = ", ".join(f"{r['id']!r} (x{r['count']})" for r in dups)
@@ -508,8 +570,9 @@ def as_written(schema: T.DataType) -> T.DataType:
     ``schema``: the same fields, every one nullable (arrays and maps too), as
     Spark makes them when it writes files."""
     if isinstance(schema, T.StructType):
-        return T.StructType([T.StructField(f.name, as_written(f.dataType), True, f.metadata)
-                             for f in schema.fields])
+        return T.StructType(
+            [T.StructField(f.name, as_written(f.dataType), True, f.metadata) for f in schema.fields]
+        )
     if isinstance(schema, T.ArrayType):
         return T.ArrayType(as_written(schema.elementType), True)
     if isinstance(schema, T.MapType):

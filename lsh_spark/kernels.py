@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Callable
+from collections.abc import Callable
 
 KERNELS = ("compiled", "numpy")
 ENV = "LSH_SPARK_KERNELS"
@@ -33,15 +33,18 @@ def use_compiled(kernel: str | None) -> bool:
         return False
     available = _numba() is not None
     if choice == "compiled" and not available:
-        raise ValueError("the compiled kernels need numba, which is not installed "
-                         "(pip install numba, or choose the numpy kernels)")
+        raise ValueError(
+            "the compiled kernels need numba, which is not installed "
+            "(pip install numba, or choose the numpy kernels)"
+        )
     return available
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(func: Callable[..., None]) -> Callable[..., None]:
     """``func`` compiled by numba (``nopython`` mode, cached on disk where a
-    cache location is writable; otherwise compiled in every process).  Call only when :func:`use_compiled` is true."""
+    cache location is writable; otherwise compiled in every process).  Call only
+    when :func:`use_compiled` is true."""
     numba = _numba()
     try:
         return numba.njit(cache=True, nogil=True)(func)
@@ -49,7 +52,7 @@ def compiled(func: Callable[..., None]) -> Callable[..., None]:
         return numba.njit(nogil=True)(func)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _numba():
     try:
         import numba

@@ -49,7 +49,7 @@ Example
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -90,8 +90,9 @@ def permutation_params(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray
     return a, b
 
 
-def minhash_flat(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray,
-                 kernel: str | None = None) -> np.ndarray:
+def minhash_flat(
+    values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, kernel: str | None = None
+) -> np.ndarray:
     """MinHash signatures of documents given as one flat array of shingle hashes.
 
     Parameters
@@ -122,9 +123,13 @@ def minhash_flat(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.n
         # specialization per writability: Arrow's read-only buffers in the
         # workers, writable arrays elsewhere.
         values = values.view(np.uint64) if values.dtype == np.int64 else values
-        compiled(_minhash_loop)(np.ascontiguousarray(values, dtype=np.uint64),
-                                np.ascontiguousarray(offsets), a.astype(np.uint32),
-                                b.astype(np.uint32), sig)
+        compiled(_minhash_loop)(
+            np.ascontiguousarray(values, dtype=np.uint64),
+            np.ascontiguousarray(offsets),
+            a.astype(np.uint32),
+            b.astype(np.uint32),
+            sig,
+        )
         return sig
     return _minhash_numpy(values, offsets, a, b)
 
@@ -152,12 +157,13 @@ def _minhash_loop(values, offsets, a, b, out):
         out[d, :] = row
 
 
-def _minhash_numpy(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray
-                   ) -> np.ndarray:
+def _minhash_numpy(
+    values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray
+) -> np.ndarray:
     """The numpy kernel of :func:`minhash_flat` (checked arguments)."""
     n_docs = len(offsets) - 1
     num_perm = len(a)
-    values = values[offsets[0]:offsets[-1]]
+    values = values[offsets[0] : offsets[-1]]
     starts = offsets[:-1] - offsets[0]
     ends = offsets[1:] - offsets[0]
     x = values.astype(np.uint64, copy=False) % MERSENNE_31
@@ -171,7 +177,7 @@ def _minhash_numpy(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np
     while d0 < n_docs:
         d1 = max(d0 + 1, int(np.searchsorted(ends, starts[d0] + CHUNK, side="right")))
         lo, hi = starts[d0], ends[d1 - 1]
-        xc, hc, tc = x[lo:hi], h[:hi - lo], t[:hi - lo]
+        xc, hc, tc = x[lo:hi], h[: hi - lo], t[: hi - lo]
         local = starts[d0:d1] - lo
         for i in range(num_perm):
             np.multiply(xc, a[i], out=hc)
@@ -186,8 +192,7 @@ def _minhash_numpy(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np
     return np.ascontiguousarray(sig.T)
 
 
-def signature_arrays(shingles: pa.Array, a: np.ndarray, b: np.ndarray
-                     ) -> tuple[pa.Array, pa.Array]:
+def signature_arrays(shingles: pa.Array, a: np.ndarray, b: np.ndarray) -> tuple[pa.Array, pa.Array]:
     """``list<int64>`` shingle sets -> (``signature`` as ``list<int32>``, ``num_shingles``).
 
     A null or empty set gets a null signature and 0 shingles.
@@ -203,7 +208,8 @@ def signature_arrays(shingles: pa.Array, a: np.ndarray, b: np.ndarray
     list_offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(np.where(present, num_perm, 0), out=list_offsets[1:])
     sig_arr = pa.ListArray.from_arrays(
-        pa.array(list_offsets), pa.array(sig.ravel()),
+        pa.array(list_offsets),
+        pa.array(sig.ravel()),
         mask=None if present.all() else pa.array(~present),
     )
     return sig_arr, pa.array(lengths.astype(np.int32))
@@ -213,7 +219,7 @@ def _signature_batch(batch: pa.RecordBatch, a: np.ndarray, b: np.ndarray) -> pa.
     shingles = batch.column(batch.schema.get_field_index("shingles"))
     sig_arr, lengths = signature_arrays(shingles, a, b)
     cols, names = [], []
-    for name, col in zip(batch.schema.names, batch.columns):
+    for name, col in zip(batch.schema.names, batch.columns, strict=False):
         if name == "shingles":
             cols += [sig_arr, lengths]
             names += ["signature", "num_shingles"]

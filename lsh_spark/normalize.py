@@ -57,8 +57,9 @@ def normalize_array(arr: pa.Array) -> pa.Array:
         return _normalize_unicode(arr)
     mask = np.asarray(ascii_rows.to_numpy(zero_copy_only=False), dtype=bool)
     fast, slow = np.flatnonzero(mask), np.flatnonzero(~mask)
-    merged = pa.concat_arrays([_normalize_ascii(arr.take(fast)),
-                               _normalize_unicode(arr.take(slow))])
+    merged = pa.concat_arrays(
+        [_normalize_ascii(arr.take(fast)), _normalize_unicode(arr.take(slow))]
+    )
     order = np.empty(len(arr), dtype=np.int64)
     order[np.concatenate([fast, slow])] = np.arange(len(arr))
     return merged.take(order)
@@ -90,14 +91,16 @@ def valid_utf8(arr: pa.Array) -> pa.Array:
         arr.validate(full=True)
         return arr
     except pa.ArrowInvalid:
-        return pa.array([None if b is None else b.decode("utf-8", "replace")
-                         for b in _raw_bytes(arr)], arr.type)
+        return pa.array(
+            [None if b is None else b.decode("utf-8", "replace") for b in _raw_bytes(arr)], arr.type
+        )
 
 
 def _raw_bytes(arr: pa.Array) -> list[bytes | None]:
     """The bytes of each string of ``arr``, unchecked (malformed UTF-8 included)."""
-    return arr.cast(pa.large_binary() if pa.types.is_large_string(arr.type)
-                    else pa.binary()).to_pylist()
+    return arr.cast(
+        pa.large_binary() if pa.types.is_large_string(arr.type) else pa.binary()
+    ).to_pylist()
 
 
 def _normalize_unicode(arr: pa.Array) -> pa.Array:
@@ -107,8 +110,9 @@ def _normalize_unicode(arr: pa.Array) -> pa.Array:
     # does too, without importing pandas into the worker); the regex and trim
     # passes run as Arrow kernels (RE2) over the whole batch.
     nfkc = unicodedata.normalize
-    folded = [None if t is None else nfkc("NFKC", nfkc("NFKC", t).casefold())
-              for t in arr.to_pylist()]
+    folded = [
+        None if t is None else nfkc("NFKC", nfkc("NFKC", t).casefold()) for t in arr.to_pylist()
+    ]
     out = pa.array(folded, type=pa.large_string())
     out = pc.replace_substring_regex(out, _SEPARATORS, " ")
     # A combining mark that starts a token belongs to no letter (e.g. the
@@ -141,10 +145,16 @@ def string_buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         arr = texts
     n = len(arr)
     _, off_buf, data_buf = arr.buffers()
-    off = (np.frombuffer(off_buf, dtype=np.int64, count=n + 1, offset=arr.offset * 8)
-           if n else np.zeros(1, dtype=np.int64))
-    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
-            else np.zeros(0, dtype=np.uint8))
+    off = (
+        np.frombuffer(off_buf, dtype=np.int64, count=n + 1, offset=arr.offset * 8)
+        if n
+        else np.zeros(1, dtype=np.int64)
+    )
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8)
+        if data_buf is not None
+        else np.zeros(0, dtype=np.uint8)
+    )
     return off, data
 
 
@@ -176,7 +186,7 @@ def _normalize_ascii(arr: pa.Array) -> pa.Array:
     bounds = off.tolist()
     nonempty = np.flatnonzero(filled)
     for i in nonempty[mapped[off[:-1][nonempty]] == _SPACE].tolist():
-        first = bounds[i] + int(np.argmax(word[bounds[i]:bounds[i + 1]]))
+        first = bounds[i] + int(np.argmax(word[bounds[i] : bounds[i + 1]]))
         if word[first]:
             keep[first - 1] = False
     # Each text's kept bytes.  numpy's reduceat of the bytes into int64
@@ -185,8 +195,11 @@ def _normalize_ascii(arr: pa.Array) -> pa.Array:
     # saves (below about 1 KB a text).
     kept = np.zeros(n, dtype=np.int64)
     if len(keep) >= _COUNT_PER_TEXT_BYTES * n:
-        kept[:] = np.fromiter((np.count_nonzero(keep[s:e])
-                               for s, e in zip(bounds[:-1], bounds[1:])), dtype=np.int64, count=n)
+        kept[:] = np.fromiter(
+            (np.count_nonzero(keep[s:e]) for s, e in zip(bounds[:-1], bounds[1:], strict=False)),
+            dtype=np.int64,
+            count=n,
+        )
     else:
         kept[filled] = np.add.reduceat(keep.view(np.uint8), off[:-1][filled], dtype=np.int64)
     packed = mapped[keep]
@@ -225,9 +238,24 @@ _NOT_WHITE_RE = r"[^\s\p{Z}\u0085\u200B\uFEFF]"
 # form feed, carriage return, space), the Unicode separators \p{Z} (Zs, Zl, Zp
 # in the JVM's Unicode 13 tables), U+0085, U+200B and U+FEFF.  A test checks
 # them against the regex over every code point of the Basic Multilingual Plane.
-_WHITE_CODEPOINTS = (0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680,
-                     *range(0x2000, 0x200C), 0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
-                     0xFEFF)
+_WHITE_CODEPOINTS = (
+    0x09,
+    0x0A,
+    0x0B,
+    0x0C,
+    0x0D,
+    0x20,
+    0x85,
+    0xA0,
+    0x1680,
+    *range(0x2000, 0x200C),
+    0x2028,
+    0x2029,
+    0x202F,
+    0x205F,
+    0x3000,
+    0xFEFF,
+)
 
 
 def reject_reason(text: Column, max_chars: int, binary: bool = True) -> Column:
@@ -254,16 +282,22 @@ def reject_reason(text: Column, max_chars: int, binary: bool = True) -> Column:
     reason = (
         F.when(text.isNull(), F.lit("missing_text: text field is null or absent"))
         .when(n_bytes == 0, F.lit("empty_text: text is the empty string"))
-        .when((n_bytes > max_chars) & (n > max_chars), F.format_string(
-            "too_large: %d characters > max_text_chars %d", n, F.lit(max_chars)))
-        .when(space_first & ~text.rlike(_NOT_WHITE_RE),
-              F.lit("whitespace_only_text: text holds only white space"))
+        .when(
+            (n_bytes > max_chars) & (n > max_chars),
+            F.format_string("too_large: %d characters > max_text_chars %d", n, F.lit(max_chars)),
+        )
+        .when(
+            space_first & ~text.rlike(_NOT_WHITE_RE),
+            F.lit("whitespace_only_text: text holds only white space"),
+        )
     )
     if not binary:
         return reason
     share = (n - F.length(F.regexp_replace(text, _BINARY_CHARS, ""))) / n
-    return reason.when(share > BINARY_SHARE, F.format_string(
-        _BINARY_REASON.replace("%", "%%").format("%.0f"), share * 100))
+    return reason.when(
+        share > BINARY_SHARE,
+        F.format_string(_BINARY_REASON.replace("%", "%%").format("%.0f"), share * 100),
+    )
 
 
 # The control characters of _BINARY_CHARS as a byte table (all are ASCII, and
@@ -328,8 +362,9 @@ NO_TEXT = "no_text_content: no letters or digits left after normalization"
 TEXT_CHAR = r"[\p{L}\p{N}]"
 
 
-def checked_texts(df: DataFrame, text_col: str, max_chars: int, binary: bool = True,
-                  passed_len: bool = True) -> DataFrame:
+def checked_texts(
+    df: DataFrame, text_col: str, max_chars: int, binary: bool = True, passed_len: bool = True
+) -> DataFrame:
     """``(id, text_col, [reject_reason]) -> (id, text_len, text, reason)``: the cheap checks.
 
     ``text`` is the raw text where ``reason`` is null (still to be normalized),
@@ -349,16 +384,19 @@ def checked_texts(df: DataFrame, text_col: str, max_chars: int, binary: bool = T
     text_len = F.length("_text")
     if not passed_len:
         text_len = F.when(~passed, text_len)
-    return staged.select("id", text_len.alias("text_len"),
-                         F.when(passed, F.col("_text")).alias("text"), "reason")
+    return staged.select(
+        "id", text_len.alias("text_len"), F.when(passed, F.col("_text")).alias("text"), "reason"
+    )
 
 
 # How many bytes Spark's UTF8String.numChars (SQL ``length``) steps over for
 # each first byte (measured on Spark 4.0 with every byte value): a malformed
 # first byte (a continuation byte, C0, C1, F5-FF) counts as a character of one
 # byte, and a sequence cut short by the end of the string as one character.
-_SPARK_CHAR_BYTES = tuple(2 if 0xC2 <= b < 0xE0 else 3 if 0xE0 <= b < 0xF0
-                          else 4 if 0xF0 <= b < 0xF5 else 1 for b in range(256))
+_SPARK_CHAR_BYTES = tuple(
+    2 if 0xC2 <= b < 0xE0 else 3 if 0xE0 <= b < 0xF0 else 4 if 0xF0 <= b < 0xF5 else 1
+    for b in range(256)
+)
 # The first bytes that make Spark step over more than one byte.
 _SPARK_LEAD = re.compile(rb"[\xc2-\xf4]")
 
@@ -392,8 +430,9 @@ def char_lengths(texts: pa.Array) -> pa.Array:
         texts.validate(full=True)
         return pc.utf8_length(texts).cast(pa.int32())
     except pa.ArrowInvalid:
-        return pa.array([None if b is None else _spark_num_chars(b)
-                         for b in _raw_bytes(texts)], pa.int32())
+        return pa.array(
+            [None if b is None else _spark_num_chars(b) for b in _raw_bytes(texts)], pa.int32()
+        )
 
 
 def prepare(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:
@@ -409,9 +448,8 @@ def prepare(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:
     staged = checked_texts(df, text_col, max_chars)
     # Malformed UTF-8 (a Latin-1 line from the text reader) becomes U+FFFD, as
     # the JVM's checks saw it, before PySpark converts the batch to pandas.
-    normed = staged.select("id", "text_len",
-                           normalize_col(F.make_valid_utf8(F.col("text"))).alias("norm"),
-                           "reason")
+    normed = staged.select(
+        "id", "text_len", normalize_col(F.make_valid_utf8(F.col("text"))).alias("norm"), "reason"
+    )
     no_text = F.when(~F.col("norm").rlike(TEXT_CHAR), F.lit(NO_TEXT))
-    return normed.select("id", "text_len", "norm",
-                         F.coalesce("reason", no_text).alias("reason"))
+    return normed.select("id", "text_len", "norm", F.coalesce("reason", no_text).alias("reason"))

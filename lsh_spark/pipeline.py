@@ -53,10 +53,24 @@ from lsh_spark.stages.verify_plan import BROADCAST_ID_ROWS, BROADCAST_SHINGLE_BY
 from lsh_spark.warc import register_extracted
 
 __all__ = [
-    "BROADCAST_ID_ROWS", "BROADCAST_SHINGLE_BYTES", "Output", "Timer", "banding_section",
-    "describe_bounded_families", "extract_crawl_input", "merge_reports", "observed",
-    "release_crawl_input", "report_header", "run_dedup", "stage_candidates", "stage_cluster",
-    "stage_signatures", "stage_vector_signatures", "stage_verify", "stage_verify_measure",
+    "BROADCAST_ID_ROWS",
+    "BROADCAST_SHINGLE_BYTES",
+    "Output",
+    "Timer",
+    "banding_section",
+    "describe_bounded_families",
+    "extract_crawl_input",
+    "merge_reports",
+    "observed",
+    "release_crawl_input",
+    "report_header",
+    "run_dedup",
+    "stage_candidates",
+    "stage_cluster",
+    "stage_signatures",
+    "stage_vector_signatures",
+    "stage_verify",
+    "stage_verify_measure",
     "start_id_check",
 ]
 
@@ -79,8 +93,9 @@ def _start_s_curve(cfg: DedupConfig) -> Future[bytes] | None:
     return s_curve
 
 
-def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfig,
-              overwrite: bool = False) -> dict[str, Any]:
+def run_dedup(
+    spark: SparkSession, input_path: str, output: str, cfg: DedupConfig, overwrite: bool = False
+) -> dict[str, Any]:
     """Run every stage into ``output`` atomically and return the report."""
     out = StagedOutput(spark, output, overwrite)
     started = time.perf_counter()
@@ -98,11 +113,13 @@ def run_dedup(spark: SparkSession, input_path: str, output: str, cfg: DedupConfi
     return report
 
 
-def _run_stages(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
-                ) -> dict[str, Any]:
+def _run_stages(
+    spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
+) -> dict[str, Any]:
     """Every stage in turn into ``out``; the merged report."""
     partitions = size_shuffle_partitions(
-        spark, FileSystem(spark, input_path).size_bytes(input_path))
+        spark, FileSystem(spark, input_path).size_bytes(input_path)
+    )
     spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
     crawl = extract_crawl_input(spark, input_path, out, cfg)
     # shingles/ is deleted before the commit: its sets travel packed.  The ids
@@ -119,13 +136,18 @@ def _run_stages(spark: SparkSession, input_path: str, out: Output, cfg: DedupCon
     finally:
         if ids_checked is not None:
             ids_checked.result()
-    verified = stage_verify(spark, out, cfg,
-                            block_members=candidates["buckets"].get("block_members"),
-                            documents=accepted,
-                            shingles=signatures["counts"].get("accepted_shingles"))
+    verified = stage_verify(
+        spark,
+        out,
+        cfg,
+        block_members=candidates["buckets"].get("block_members"),
+        documents=accepted,
+        shingles=signatures["counts"].get("accepted_shingles"),
+    )
     clustered = stage_cluster(spark, input_path, out, cfg, verified["counts"]["verified_pairs"])
-    report = merge_reports(report_header(input_path, cfg), crawl, signatures, candidates,
-                           verified, clustered)
+    report = merge_reports(
+        report_header(input_path, cfg), crawl, signatures, candidates, verified, clustered
+    )
     report["execution"] = {"shuffle_partitions": partitions, "adaptive": adaptive_enabled(spark)}
     return report
 
@@ -136,11 +158,13 @@ def _check_accounting(counts: dict[str, Any]) -> None:
         raise RuntimeError(
             "accounting error: clusters + rejects != input records "
             f"({counts['clustered_documents']} + {counts['rejected']} != "
-            f"{counts['input_records']})")
+            f"{counts['input_records']})"
+        )
 
 
-def _commit(input_path: str, out: StagedOutput, report: dict[str, Any],
-            s_curve: Future[bytes] | None) -> None:
+def _commit(
+    input_path: str, out: StagedOutput, report: dict[str, Any], s_curve: Future[bytes] | None
+) -> None:
     """Delete the scratch datasets, write the report and commit the output."""
     out.fs.delete(out.path("_checkpoints"))
     # Shingle sets are only needed up to verification; stage-by-stage runs

@@ -77,8 +77,7 @@ def merge_reports(*sections: dict[str, Any]) -> dict[str, Any]:
 
 def report_header(input_path: str, cfg: DedupConfig) -> dict[str, Any]:
     """The report's first keys: the version, the input and every parameter."""
-    return {"lsh_spark_version": __version__, "input_path": input_path,
-            "parameters": cfg.to_dict()}
+    return {"lsh_spark_version": __version__, "input_path": input_path, "parameters": cfg.to_dict()}
 
 
 def describe_bounded_families(spark: SparkSession, out: Output, report: dict[str, Any]) -> None:
@@ -94,11 +93,19 @@ def describe_bounded_families(spark: SparkSession, out: Output, report: dict[str
     rows = []
     if centers:
         with tagged(spark, "report"):
-            rows = (out.read("clusters").filter(F.col("id").isin(centers))
-                    .select("cluster_id", "cluster_size").distinct()
-                    .orderBy(F.col("cluster_size").desc(), "cluster_id").collect())
+            rows = (
+                out.read("clusters")
+                .filter(F.col("id").isin(centers))
+                .select("cluster_id", "cluster_size")
+                .distinct()
+                .orderBy(F.col("cluster_size").desc(), "cluster_id")
+                .collect()
+            )
     buckets["bounded_families"] = [
-        {"cluster_id": r["cluster_id"], "cluster_size": r["cluster_size"],
-         "note": "pairs/ holds the verified star edges of this family, not all its pairs"}
+        {
+            "cluster_id": r["cluster_id"],
+            "cluster_size": r["cluster_size"],
+            "note": "pairs/ holds the verified star edges of this family, not all its pairs",
+        }
         for r in rows
     ]

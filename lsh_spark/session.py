@@ -74,8 +74,9 @@ def _fill_in(spark: SparkSession, key: str, value: str) -> None:
     spark.conf.set(FILLED_KEY, ",".join(sorted(_filled(spark) | {key})))
 
 
-def size_shuffle_partitions(spark: SparkSession, data_bytes: int,
-                            bytes_per_partition: int = 32 << 20, cap: int = 10_000) -> int:
+def size_shuffle_partitions(
+    spark: SparkSession, data_bytes: int, bytes_per_partition: int = 32 << 20, cap: int = 10_000
+) -> int:
     """Set ``spark.sql.shuffle.partitions`` from the data size, unless the user set it.
 
     An input of up to ``SMALL_BYTES_PER_CORE`` per core gets one partition per
@@ -129,29 +130,26 @@ def size_adaptive_execution(spark: SparkSession, shuffle_partitions: int) -> boo
     return on
 
 
-def in_background(spark: SparkSession, name: str, group: str, description: str,
-                  work: Callable[[], T_]) -> Future[T_]:
+def in_background(spark: SparkSession, name: str, tag: str, work: Callable[[], T_]) -> Future[T_]:
     """Run ``work`` in a daemon thread ``name`` whose Spark jobs carry the tag
-    ``group`` (``SparkSession.addTag``: per thread, so the caller's jobs are not
+    ``tag`` (``SparkSession.addTag``: per thread, so the caller's jobs are not
     tagged), and return its future: ``Future.result`` gives what ``work``
     returned or re-raises what it raised.
 
     For a small job beside the run's own (a check, a report figure, the input's
     schema): it spends most of its time in planning and scheduling with the
     cores idle, and beside another job those gaps overlap that job's tasks.
-    ``description`` says what the job is for (to the reader: Spark Connect has
-    no per-thread job description).
     """
     future: Future[T_] = Future()
 
     def run() -> None:
-        spark.addTag(group)
+        spark.addTag(tag)
         try:
             future.set_result(work())
         except BaseException as exc:  # noqa: BLE001 (re-raised by future.result())
             future.set_exception(exc)
         finally:
-            spark.removeTag(group)
+            spark.removeTag(tag)
 
     threading.Thread(target=run, name=name, daemon=True).start()
     return future

@@ -74,12 +74,19 @@ def _char_windows(norm: Column, k: int, seed: int) -> Column:
     # Every k-character window, found by one regex pass (a zero-width match with
     # a capturing look-ahead at each position that does not split a UTF-16
     # surrogate pair); no per-position substring scans.
-    pattern = r"(?s)(?![\uDC00-\uDFFF])(?=(.{%d}))" % k
+    pattern = r"(?s)(?![\uDC00-\uDFFF])(?=(.{" + str(k) + r"}))"
     return F.transform(F.regexp_extract_all(norm, F.lit(pattern), 1), lambda w: _hash(seed, w))
 
 
-def add_shingles(df: DataFrame, kind: str, k: int, seed: int, norm: str = "norm",
-                 out: str = "shingles", all_out: str | None = None) -> DataFrame:
+def add_shingles(
+    df: DataFrame,
+    kind: str,
+    k: int,
+    seed: int,
+    norm: str = "norm",
+    out: str = "shingles",
+    all_out: str | None = None,
+) -> DataFrame:
     """Add ``out``: the sorted, distinct ``array<bigint>`` of shingle hashes of ``norm``.
 
     ``norm`` must be the output of :func:`lsh_spark.normalize.normalize_col`:
@@ -102,12 +109,16 @@ def add_shingles(df: DataFrame, kind: str, k: int, seed: int, norm: str = "norm"
     units = "_shingle_units"
     text = F.col(norm)
     staged = df.withColumn(
-        units, _token_hashes(text, seed) if kind == "word" else _char_windows(text, k, seed))
+        units, _token_hashes(text, seed) if kind == "word" else _char_windows(text, k, seed)
+    )
     u = F.col(units)
     grams = _kgrams(u, k, seed) if kind == "word" else u
     whole = F.array(_hash(seed, text))
-    shingles = F.when(text.isNull(), F.lit(None)).when(F.size(u) < (k if kind == "word" else 1),
-                                                        whole).otherwise(grams)
+    shingles = (
+        F.when(text.isNull(), F.lit(None))
+        .when(F.size(u) < (k if kind == "word" else 1), whole)
+        .otherwise(grams)
+    )
     if all_out is None:
         return staged.withColumn(out, F.sort_array(F.array_distinct(shingles))).drop(units)
     staged = staged.withColumn(all_out, F.sort_array(shingles)).drop(units)
@@ -120,6 +131,7 @@ def text_hash(norm: Column, seed: int) -> Column:
     Two independent XXH64 values make an accidental collision among a billion
     documents vanishingly unlikely (about n**2 / 2**129).
     """
+
     def hex64(s: int) -> Column:
         return F.lpad(F.hex(_hash(s, norm)), 16, "0")
 
@@ -203,8 +215,7 @@ def _read64(words: np.ndarray, at: np.ndarray) -> np.ndarray:
     return (lo >> r) | ((hi << np.uint64(1)) << (np.uint64(63) - r))
 
 
-def _xxh64_of_length(words: np.ndarray, at: np.ndarray, length: int, seed: int
-                     ) -> np.ndarray:
+def _xxh64_of_length(words: np.ndarray, at: np.ndarray, length: int, seed: int) -> np.ndarray:
     """XXH64 with ``seed`` of the ``length``-byte strings (``length`` < 32) at the
     byte offsets ``at`` of ``words``: the specification's steps for that length
     (its 8-byte words, a 4-byte word, single bytes, the avalanche), in place."""
@@ -244,8 +255,9 @@ def _xxh64_of_length(words: np.ndarray, at: np.ndarray, length: int, seed: int
     return h
 
 
-def xxh64_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed: int,
-                kernel: str | None = None) -> np.ndarray:
+def xxh64_spans(
+    data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed: int, kernel: str | None = None
+) -> np.ndarray:
     """XXH64 with ``seed`` of each byte string ``data[starts[i]:starts[i] + lengths[i]]``
     (uint64; ``data`` a uint8 array), equal to ``xxhash.xxh64_intdigest``.
 
@@ -264,25 +276,29 @@ def xxh64_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed:
     if not len(starts):
         return out
     if use_compiled(kernel):
-        compiled(_xxh64_loop)(np.ascontiguousarray(data, dtype=np.uint8),
-                              np.ascontiguousarray(starts), np.ascontiguousarray(lengths),
-                              np.uint64(seed & _MASK64), out)
+        compiled(_xxh64_loop)(
+            np.ascontiguousarray(data, dtype=np.uint8),
+            np.ascontiguousarray(starts),
+            np.ascontiguousarray(lengths),
+            np.uint64(seed & _MASK64),
+            out,
+        )
         return out
     lo = int(starts.min())
     hi = int((starts + lengths).max())
     # The bytes as aligned words, one spare word past the end for _read64.
     words = np.zeros((hi - lo) // 8 + 2, dtype=np.uint64)
     b = words.view(np.uint8)
-    b[:hi - lo] = data[lo:hi]
+    b[: hi - lo] = data[lo:hi]
     for i in np.flatnonzero(lengths >= _STRIPE).tolist():
         s = int(starts[i]) - lo
-        out[i] = xxhash.xxh64_intdigest(b[s:s + int(lengths[i])], seed=seed)
+        out[i] = xxhash.xxh64_intdigest(b[s : s + int(lengths[i])], seed=seed)
     # Strings ordered by length (a stable sort of small integers), one slice per length.
     clipped = np.minimum(lengths, _STRIPE).astype(np.int8)
     order = np.argsort(clipped, kind="stable")
     bounds = np.searchsorted(clipped[order], np.arange(_STRIPE + 1))
     for length in range(_STRIPE):
-        group = order[bounds[length]:bounds[length + 1]]
+        group = order[bounds[length] : bounds[length + 1]]
         if len(group):
             out[group] = _xxh64_of_length(words, starts[group] - lo, length, seed)
     return out
@@ -312,10 +328,12 @@ def _xxh64_loop(data, starts, lengths, seed, out):
                     x = v[lane] + k * p2
                     v[lane] = ((x << np.uint64(31)) | (x >> np.uint64(33))) * p1
                     q += 8
-            h = (((v[0] << np.uint64(1)) | (v[0] >> np.uint64(63)))
-                 + ((v[1] << np.uint64(7)) | (v[1] >> np.uint64(57)))
-                 + ((v[2] << np.uint64(12)) | (v[2] >> np.uint64(52)))
-                 + ((v[3] << np.uint64(18)) | (v[3] >> np.uint64(46))))
+            h = (
+                ((v[0] << np.uint64(1)) | (v[0] >> np.uint64(63)))
+                + ((v[1] << np.uint64(7)) | (v[1] >> np.uint64(57)))
+                + ((v[2] << np.uint64(12)) | (v[2] >> np.uint64(52)))
+                + ((v[3] << np.uint64(18)) | (v[3] >> np.uint64(46)))
+            )
             for lane in range(4):
                 x = v[lane] * p2
                 h ^= ((x << np.uint64(31)) | (x >> np.uint64(33))) * p1
@@ -370,7 +388,7 @@ def _kgram_loop(tokens, counts, k, h1, out):
         grams = c - k + 1
         # Round by round over all the text's k-grams: independent chains, which
         # the processor overlaps (one k-gram at a time waits on each multiply).
-        chain = out[w:w + grams]
+        chain = out[w : w + grams]
         chain[:] = h1
         for j in range(k):
             for g in range(grams):
@@ -387,8 +405,9 @@ def _kgram_loop(tokens, counts, k, h1, out):
         w += grams
 
 
-def split_spans(texts: pa.Array, sep: int = ord(" ")) -> tuple[np.ndarray, np.ndarray,
-                                                                np.ndarray, np.ndarray]:
+def split_spans(
+    texts: pa.Array, sep: int = ord(" ")
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The tokens of ``pc.split_pattern(texts, " ")`` as byte spans, without
     building them: ``(data, starts, lengths, counts)``, ``data`` the uint8 bytes of
     ``texts``, each token's start and length in it, and each text's number of
@@ -399,7 +418,7 @@ def split_spans(texts: pa.Array, sep: int = ord(" ")) -> tuple[np.ndarray, np.nd
     valid = ~np.asarray(texts.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     off, data = string_buffers(texts)
     lo = int(off[0])
-    seps = np.flatnonzero(data[lo:int(off[-1])] == sep) + lo
+    seps = np.flatnonzero(data[lo : int(off[-1])] == sep) + lo
     per = np.diff(np.searchsorted(seps, off))
     if not valid.all():  # a null slot's bytes (if any) hold no tokens
         seps = seps[np.repeat(valid, per)]
@@ -430,13 +449,23 @@ def _hash_strings(values: pa.Array, *seeds: int) -> list[np.ndarray]:
     One ``xxhash`` call per string: for whole texts the package's vectorized
     code beats :func:`_xxh64_loop` on long strings."""
     raw = values.cast(pa.large_binary()).to_pylist()
-    return [np.fromiter((xxhash.xxh64_intdigest(b, seed=h1) for b in raw),
-                        dtype=np.uint64, count=len(raw))
-            for h1 in map(_seed_hash, seeds)]
+    return [
+        np.fromiter(
+            (xxhash.xxh64_intdigest(b, seed=h1) for b in raw), dtype=np.uint64, count=len(raw)
+        )
+        for h1 in map(_seed_hash, seeds)
+    ]
 
 
-def _kgram_chain(token_hash: np.ndarray, counts: np.ndarray, grams: np.ndarray,
-                 sizes: np.ndarray, short: np.ndarray, k: int, h1: np.uint64) -> np.ndarray:
+def _kgram_chain(
+    token_hash: np.ndarray,
+    counts: np.ndarray,
+    grams: np.ndarray,
+    sizes: np.ndarray,
+    short: np.ndarray,
+    k: int,
+    h1: np.uint64,
+) -> np.ndarray:
     """The numpy version of :func:`_kgram_loop`: ``sizes[i]`` slots per text, those of
     the texts not ``short`` (fewer than ``k`` tokens) holding their k-gram hashes."""
     n = len(counts)
@@ -446,25 +475,27 @@ def _kgram_chain(token_hash: np.ndarray, counts: np.ndarray, grams: np.ndarray,
     total = len(token_hash)
     padded = np.zeros(total + k - 1, dtype=np.uint64)
     padded[:total] = token_hash
-    starts_gram = np.repeat(np.tile([True, False], n),
-                            np.column_stack([grams, counts - grams]).ravel())
+    starts_gram = np.repeat(
+        np.tile([True, False], n), np.column_stack([grams, counts - grams]).ravel()
+    )
     chained = np.empty(total, dtype=np.uint64)
     v = np.empty(min(_CHUNK, total), dtype=np.uint64)
     t = np.empty_like(v)
     for c0 in range(0, total, _CHUNK):
-        hc = chained[c0:c0 + _CHUNK]
-        vc, tc = v[:len(hc)], t[:len(hc)]
+        hc = chained[c0 : c0 + _CHUNK]
+        vc, tc = v[: len(hc)], t[: len(hc)]
         hc.fill(h1)
         for j in range(k):
-            np.copyto(vc, padded[c0 + j:c0 + j + len(hc)])
+            np.copyto(vc, padded[c0 + j : c0 + j + len(hc)])
             _hash_long(vc, hc, tc)
     values = np.empty(int(sizes.sum()), dtype=np.uint64)
     values[np.repeat(~short, sizes)] = chained[starts_gram]
     return values
 
 
-def word_shingles_arrow(norm: pa.Array, k: int, seed: int, kernel: str | None = None
-                        ) -> pa.ListArray:
+def word_shingles_arrow(
+    norm: pa.Array, k: int, seed: int, kernel: str | None = None
+) -> pa.ListArray:
     """:func:`add_shingles` with ``kind="word"`` over an Arrow array of normalized texts.
 
     Returns ``list<int64>``: the sorted distinct shingle hashes of each text,
@@ -501,7 +532,7 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int, kernel: str | None = 
         values[offsets[:-1][short]] = _hash_strings(norm.filter(pa.array(short)), seed)[0]
     # Sorted (as signed longs, Spark's order) and distinct within each text.
     signed = values.view(np.int64)
-    for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+    for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=False):
         if hi - lo > 1:
             signed[lo:hi].sort()
     first = np.ones(len(signed), dtype=bool)
@@ -512,8 +543,9 @@ def word_shingles_arrow(norm: pa.Array, k: int, seed: int, kernel: str | None = 
     seen = np.zeros(len(first) + 1, dtype=np.int64)
     np.cumsum(first, out=seen[1:])
     kept = seen[offsets]
-    return pa.ListArray.from_arrays(pa.array(kept.astype(np.int32)), pa.array(signed[first]),
-                                    mask=pa.array(~valid))
+    return pa.ListArray.from_arrays(
+        pa.array(kept.astype(np.int32)), pa.array(signed[first]), mask=pa.array(~valid)
+    )
 
 
 # A packed shingle set is its sorted int64 hashes as one binary value of
@@ -532,8 +564,10 @@ def packed_slices(sets: pa.ListArray, limit: int = PACKED_BYTES_LIMIT) -> list[t
     while start < len(sets):
         stop = int(np.searchsorted(offsets, offsets[start] + limit, side="right")) - 1
         if stop <= start:
-            raise ValueError(f"a shingle set of {(offsets[start + 1] - offsets[start]) // 8} "
-                             f"hashes exceeds {limit} bytes packed")
+            raise ValueError(
+                f"a shingle set of {(offsets[start + 1] - offsets[start]) // 8} "
+                f"hashes exceeds {limit} bytes packed"
+            )
         bounds.append((start, min(stop, len(sets))))
         start = bounds[-1][1]
     return bounds
@@ -549,17 +583,23 @@ def pack_shingles(sets: pa.ListArray) -> pa.BinaryArray:
     (:func:`packed_slices`)."""
     offsets = np.asarray(sets.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
     if (offsets[-1] - offsets[0]) * 8 > PACKED_BYTES_LIMIT:
-        raise ValueError("packed shingle sets exceed Arrow's 2 GiB binary limit; "
-                         "split the batch with packed_slices")
+        raise ValueError(
+            "packed shingle sets exceed Arrow's 2 GiB binary limit; "
+            "split the batch with packed_slices"
+        )
     values = np.ascontiguousarray(
-        sets.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]], dtype="<i8")
+        sets.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]], dtype="<i8"
+    )
     byte_offsets = ((offsets - offsets[0]) * 8).astype(np.int32)
     validity = None
     if sets.null_count:
         validity = sets.is_valid().buffers()[1]
-    return pa.BinaryArray.from_buffers(pa.binary(), len(sets),
-                                       [validity, pa.py_buffer(byte_offsets),
-                                        pa.py_buffer(values)], null_count=sets.null_count)
+    return pa.BinaryArray.from_buffers(
+        pa.binary(),
+        len(sets),
+        [validity, pa.py_buffer(byte_offsets), pa.py_buffer(values)],
+        null_count=sets.null_count,
+    )
 
 
 def shingle_parts(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -570,7 +610,7 @@ def shingle_parts(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
         offsets, data = string_buffers(arr)
-        values = data[int(offsets[0]):int(offsets[-1])].view("<i8")
+        values = data[int(offsets[0]) : int(offsets[-1])].view("<i8")
         return values.astype(np.int64, copy=False), np.diff(offsets) // 8
     lengths = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
     values = pc.list_flatten(arr).to_numpy(zero_copy_only=False)
@@ -586,7 +626,8 @@ def text_hash_arrow(norm: pa.Array, seed: int) -> pa.Array:
     digest = np.empty((len(present), 2), dtype=">u8")
     digest[:, 0], digest[:, 1] = hi, lo
     fixed = pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(16), len(present), [None, pa.py_buffer(digest.tobytes())])
+        pa.binary(16), len(present), [None, pa.py_buffer(digest.tobytes())]
+    )
     rows = np.zeros(len(norm), dtype=np.int64)
     rows[valid] = np.arange(len(present))
     return fixed.take(pa.array(rows, mask=~valid)).cast(pa.binary())

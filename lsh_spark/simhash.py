@@ -31,8 +31,8 @@ dtype('int64')
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import combinations
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -55,9 +55,9 @@ def simhash_flat(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     doc_of = np.repeat(np.arange(n_docs), np.diff(offsets))
     shifts = np.arange(BITS, dtype=np.uint64)
     for start in range(0, len(values), _CHUNK):
-        h = values[start:start + _CHUNK]
+        h = values[start : start + _CHUNK]
         votes = ((h[:, None] >> shifts) & np.uint64(1)).astype(np.int8) * 2 - 1
-        _add_rows(sums, doc_of[start:start + _CHUNK], votes)
+        _add_rows(sums, doc_of[start : start + _CHUNK], votes)
     bits = (sums > 0).astype(np.uint64)
     fp = (bits << shifts).sum(axis=1, dtype=np.uint64)
     return fp.view(np.int64)
@@ -74,8 +74,10 @@ def _add_rows(sums: np.ndarray, rows: np.ndarray, votes: np.ndarray) -> None:
 def add_simhash(df: DataFrame, col: str = "shingles") -> DataFrame:
     """``(..., <col>: array<bigint>, ...) -> (..., simhash: bigint, ...)``: ``col`` is
     replaced by the fingerprint of its values; other columns pass through."""
-    fields = [T.StructField("simhash", T.LongType(), False) if f.name == col else f
-              for f in df.schema.fields]
+    fields = [
+        T.StructField("simhash", T.LongType(), False) if f.name == col else f
+        for f in df.schema.fields
+    ]
     names = [f.name for f in df.schema.fields]
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -86,7 +88,8 @@ def add_simhash(df: DataFrame, col: str = "shingles") -> DataFrame:
             fp = pa.array(simhash_flat(values, offsets), type=pa.int64())
             yield pa.RecordBatch.from_arrays(
                 [fp if n == col else batch.column(n) for n in names],
-                names=["simhash" if n == col else n for n in names])
+                names=["simhash" if n == col else n for n in names],
+            )
 
     return df.mapInArrow(run, T.StructType(fields))
 
@@ -104,8 +107,10 @@ def table_masks(max_hamming: int, blocks: int, bits: int = BITS) -> list[int]:
 
     Returned as signed 64-bit values (as Spark ``bigint`` literals)."""
     if not 0 <= max_hamming < blocks:
-        raise ValueError(f"--max-hamming: got {max_hamming}; allowed: 0..{blocks - 1} "
-                         f"(less than --simhash-blocks {blocks})")
+        raise ValueError(
+            f"--max-hamming: got {max_hamming}; allowed: 0..{blocks - 1} "
+            f"(less than --simhash-blocks {blocks})"
+        )
     bounds = block_bounds(blocks, bits)
     masks = []
     for combo in combinations(range(blocks), blocks - max_hamming):
@@ -119,8 +124,12 @@ def table_masks(max_hamming: int, blocks: int, bits: int = BITS) -> list[int]:
 
 def table_keys(fp: Column, max_hamming: int, blocks: int, bits: int = BITS) -> Column:
     """``array<bigint>``: the key of ``fp`` in every table (table number hashed in)."""
-    return F.array(*[F.xxhash64(F.lit(t), fp.bitwiseAND(F.lit(m).cast("bigint")))
-                     for t, m in enumerate(table_masks(max_hamming, blocks, bits))])
+    return F.array(
+        *[
+            F.xxhash64(F.lit(t), fp.bitwiseAND(F.lit(m).cast("bigint")))
+            for t, m in enumerate(table_masks(max_hamming, blocks, bits))
+        ]
+    )
 
 
 def hamming(a: Column, b: Column) -> Column:
@@ -132,6 +141,7 @@ def explode_tables(fps: DataFrame, max_hamming: int, blocks: int, *extra: str) -
     """``(id, simhash, ...) -> (id, band, bucket, ...)``: one row per table, as
     :func:`lsh_spark.banding.explode_bands` does for MinHash bands."""
     return fps.select(
-        "id", *extra,
+        "id",
+        *extra,
         F.posexplode(table_keys(F.col("simhash"), max_hamming, blocks)).alias("band", "bucket"),
     ).select("id", "band", "bucket", *extra)

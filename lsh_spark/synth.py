@@ -14,11 +14,12 @@ Example
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 
-def mutate(text: str, rate: float, rng: random.Random, vocab: Sequence[str],
-           max_run: int = 3) -> str:
+def mutate(
+    text: str, rate: float, rng: random.Random, vocab: Sequence[str], max_run: int = 3
+) -> str:
     """Edit about ``rate`` of the words of ``text`` in runs of 1..``max_run`` words."""
     words = text.split()
     if not words:
@@ -34,7 +35,7 @@ def mutate(text: str, rate: float, rng: random.Random, vocab: Sequence[str],
             for j in range(pos, min(pos + run, len(words))):
                 words[j] = rng.choice(vocab)
         elif op < 0.75 and len(words) > run + 1:
-            del words[pos:pos + run]
+            del words[pos : pos + run]
         else:
             words[pos:pos] = [rng.choice(vocab) for _ in range(run)]
     return " ".join(words)

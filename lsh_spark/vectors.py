@@ -29,7 +29,7 @@ the same seed gives the same hashes on every machine with the pinned numpy.
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -41,8 +41,9 @@ from pyspark.sql import types as T
 _CHUNK = 4096
 
 
-def projections(dim: int, n: int, seed: int, kind: str, width: float = 1.0
-                ) -> tuple[np.ndarray, np.ndarray]:
+def projections(
+    dim: int, n: int, seed: int, kind: str, width: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """``(A, b)``: a ``dim x n`` Gaussian matrix and offsets (zeros for hyperplanes,
     uniform in ``[0, width)`` for p-stable)."""
     rng = np.random.Generator(np.random.PCG64([seed, dim, n, 1 if kind == "pstable" else 0]))
@@ -86,20 +87,32 @@ def _signature_batches(kind: str, a: np.ndarray, b: np.ndarray, width: float, co
             v = flat.reshape(len(batch), a.shape[0]) if len(batch) else np.zeros((0, a.shape[0]))
             parts = []
             for s in range(0, len(v), _CHUNK):
-                chunk = v[s:s + _CHUNK]
-                parts.append(hyperplane_bits(chunk, a) if kind == "hyperplane"
-                             else pstable_hashes(chunk, a, b, width))
+                chunk = v[s : s + _CHUNK]
+                parts.append(
+                    hyperplane_bits(chunk, a)
+                    if kind == "hyperplane"
+                    else pstable_hashes(chunk, a, b, width)
+                )
             sig = np.concatenate(parts) if parts else np.zeros((0, n))
             offsets = pa.array(np.arange(0, len(v) * n + 1, n, dtype=np.int32))
             values = pa.array(sig.reshape(-1), type=out_type.value_type)
             yield pa.RecordBatch.from_arrays(
                 [batch.column("id"), pa.ListArray.from_arrays(offsets, values)],
-                names=["id", "signature"])
+                names=["id", "signature"],
+            )
+
     return run
 
 
-def add_vector_signatures(df: DataFrame, kind: str, dim: int, num_hashes: int, seed: int,
-                          width: float = 1.0, col: str = "vector") -> DataFrame:
+def add_vector_signatures(
+    df: DataFrame,
+    kind: str,
+    dim: int,
+    num_hashes: int,
+    seed: int,
+    width: float = 1.0,
+    col: str = "vector",
+) -> DataFrame:
     """``(id, <col>: array<double> of length dim) -> (id, signature)``.
 
     ``signature`` is ``array<int>`` of sign bits (hyperplane) or ``array<bigint>``
@@ -109,8 +122,12 @@ def add_vector_signatures(df: DataFrame, kind: str, dim: int, num_hashes: int, s
         raise ValueError(f"--method: got {kind!r}; allowed here: hyperplane | pstable")
     a, b = projections(dim, num_hashes, seed, kind, width)
     elem = T.IntegerType() if kind == "hyperplane" else T.LongType()
-    schema = T.StructType([T.StructField("id", df.schema["id"].dataType, True),
-                           T.StructField("signature", T.ArrayType(elem, False), False)])
+    schema = T.StructType(
+        [
+            T.StructField("id", df.schema["id"].dataType, True),
+            T.StructField("signature", T.ArrayType(elem, False), False),
+        ]
+    )
     return df.select("id", col).mapInArrow(_signature_batches(kind, a, b, width, col), schema)
 
 
@@ -141,12 +158,24 @@ def as_double_array(col: Column, dtype: T.DataType) -> Column:
 def vector_rejects(v: Column, dim: int, need_norm: bool) -> Column:
     """Reject reason of a vector (null when it is usable)."""
     finite = F.forall(v, lambda x: ~F.isnan(x) & (F.abs(x) < F.lit(float("inf"))))
-    reason = (F.when(v.isNull(), F.lit("missing_vector: the vector column is null"))
-              .when(F.size(v) != dim, F.concat(F.lit("wrong_dimension: "), F.size(v).cast("string"),
-                                               F.lit(f" values, expected {dim}")))
-              .when(F.exists(v, lambda x: x.isNull()) | ~finite,
-                    F.lit("non_finite_vector: null, NaN or infinite value")))
+    reason = (
+        F.when(v.isNull(), F.lit("missing_vector: the vector column is null"))
+        .when(
+            F.size(v) != dim,
+            F.concat(
+                F.lit("wrong_dimension: "),
+                F.size(v).cast("string"),
+                F.lit(f" values, expected {dim}"),
+            ),
+        )
+        .when(
+            F.exists(v, lambda x: x.isNull()) | ~finite,
+            F.lit("non_finite_vector: null, NaN or infinite value"),
+        )
+    )
     if need_norm:
-        reason = reason.when(F.forall(v, lambda x: x == 0),
-                             F.lit("zero_vector: cosine is undefined for the zero vector"))
+        reason = reason.when(
+            F.forall(v, lambda x: x == 0),
+            F.lit("zero_vector: cosine is undefined for the zero vector"),
+        )
     return reason

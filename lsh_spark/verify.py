@@ -3,8 +3,9 @@
 The shingle sets are the sorted, distinct 64-bit hash arrays from
 :mod:`lsh_spark.shingle`.  Pair rows get ``|A & B|`` over Arrow batches (a
 compiled merge of the two sorted sets, or a binary search of the smaller in
-the larger in numpy, see :func:`sorted_intersections`); :func:`jaccard` is the same value as a native Spark
-expression, for the other methods' optional Jaccard check.  Only documents
+the larger in numpy, see :func:`sorted_intersections`); :func:`jaccard` is
+the same value as a native Spark expression, for the other methods' optional
+Jaccard check.  Only documents
 that appear in some candidate pair get their shingle arrays joined in.
 
 Large buckets (a template family, thousands of near-copies) are verified as
@@ -43,14 +44,20 @@ from lsh_spark.shingle import shingle_parts
 # Cells of a dense block matrix (documents x shingles) evaluated at a time:
 # 4M cells (16 MiB of float32), whatever the block's shape.
 BLOCK_CELLS = 1 << 22
-PAIR_SCHEMA = T.StructType([
-    T.StructField("id_a", T.StringType(), False),
-    T.StructField("id_b", T.StringType(), False),
-    T.StructField("jaccard", T.DoubleType(), False),
-])
-PAIR_ARROW_SCHEMA = pa.schema([pa.field("id_a", pa.string(), False),
-                               pa.field("id_b", pa.string(), False),
-                               pa.field("jaccard", pa.float64(), False)])
+PAIR_SCHEMA = T.StructType(
+    [
+        T.StructField("id_a", T.StringType(), False),
+        T.StructField("id_b", T.StringType(), False),
+        T.StructField("jaccard", T.DoubleType(), False),
+    ]
+)
+PAIR_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("id_a", pa.string(), False),
+        pa.field("id_b", pa.string(), False),
+        pa.field("jaccard", pa.float64(), False),
+    ]
+)
 # A block group with more pairs than this is verified by several tasks, each
 # computing a contiguous share of its rows (one template family of 5,000
 # members holds 12.5 million pairs: 12 tasks instead of one straggler).
@@ -67,8 +74,9 @@ def jaccard(a: Column, b: Column) -> Column:
     return inter / union
 
 
-def kept_where(df: DataFrame, keep: list[str], value: Column, name: str,
-               ok: Callable[[Column], Column]) -> DataFrame:
+def kept_where(
+    df: DataFrame, keep: list[str], value: Column, name: str, ok: Callable[[Column], Column]
+) -> DataFrame:
     """``keep`` plus ``name`` (``value``, a double), for the rows where ``ok(value)``.
 
     ``value`` is computed once per row.  A filter on a projected column is
@@ -80,28 +88,39 @@ def kept_where(df: DataFrame, keep: list[str], value: Column, name: str,
     keeps the rows.
     """
     v = F.col("_value")
-    return (df.select(*keep, value.alias("_value"))
-            .select(*keep, F.explode(F.when(ok(v), F.array(v))
-                                     .otherwise(F.array().cast("array<double>"))).alias(name)))
+    return df.select(*keep, value.alias("_value")).select(
+        *keep,
+        F.explode(F.when(ok(v), F.array(v)).otherwise(F.array().cast("array<double>"))).alias(name),
+    )
 
 
-def similar(df: DataFrame, keep: list[str], threshold: float, a: str = "shingles_a",
-            b: str = "shingles_b") -> DataFrame:
+def similar(
+    df: DataFrame, keep: list[str], threshold: float, a: str = "shingles_a", b: str = "shingles_b"
+) -> DataFrame:
     """``keep`` plus ``jaccard`` of the array columns ``a`` and ``b``, rows with
     ``jaccard >= threshold`` only (see :func:`kept_where`)."""
-    return kept_where(df, keep, jaccard(F.col(a), F.col(b)), "jaccard",
-                      lambda j: j >= F.lit(float(threshold)))
+    return kept_where(
+        df, keep, jaccard(F.col(a), F.col(b)), "jaccard", lambda j: j >= F.lit(float(threshold))
+    )
 
 
 def candidate_ids(candidates: DataFrame) -> DataFrame:
     """Distinct ids that occur in any candidate pair."""
-    return candidates.select(F.col("id_a").alias("id")).union(
-        candidates.select(F.col("id_b").alias("id"))
-    ).distinct()
+    return (
+        candidates.select(F.col("id_a").alias("id"))
+        .union(candidates.select(F.col("id_b").alias("id")))
+        .distinct()
+    )
 
 
-def join_sides(pairs: DataFrame, table: DataFrame, value: str, left: str = "id_a",
-               right: str = "id_b", how: str = "inner") -> DataFrame:
+def join_sides(
+    pairs: DataFrame,
+    table: DataFrame,
+    value: str,
+    left: str = "id_a",
+    right: str = "id_b",
+    how: str = "inner",
+) -> DataFrame:
     """``pairs`` plus ``<value>_a`` and ``<value>_b``: ``table``'s ``value`` column
     (``table`` keyed by ``id``) for the ``left`` and the ``right`` id of each pair."""
     a = table.select(F.col("id").alias(left), F.col(value).alias(value + "_a"))
@@ -109,8 +128,9 @@ def join_sides(pairs: DataFrame, table: DataFrame, value: str, left: str = "id_a
     return pairs.join(a, left, how).join(b, right, how)
 
 
-def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
-                 broadcast: bool = False) -> DataFrame:
+def verify_pairs(
+    candidates: DataFrame, shingles: DataFrame, threshold: float, broadcast: bool = False
+) -> DataFrame:
     """``(id_a, id_b)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
 
     ``shingles`` should hold the candidate documents only (see
@@ -127,12 +147,15 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
     if broadcast:
         needed = F.broadcast(needed)
     joined = join_sides(candidates, needed, "shingles").select(
-        "id_a", "id_b", "shingles_a", "shingles_b")
-    schema = T.StructType([
-        T.StructField("id_a", joined.schema["id_a"].dataType, False),
-        T.StructField("id_b", joined.schema["id_b"].dataType, False),
-        T.StructField("jaccard", T.DoubleType(), False),
-    ])
+        "id_a", "id_b", "shingles_a", "shingles_b"
+    )
+    schema = T.StructType(
+        [
+            T.StructField("id_a", joined.schema["id_a"].dataType, False),
+            T.StructField("id_b", joined.schema["id_b"].dataType, False),
+            T.StructField("jaccard", T.DoubleType(), False),
+        ]
+    )
     threshold = float(threshold)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -143,8 +166,13 @@ def verify_pairs(candidates: DataFrame, shingles: DataFrame, threshold: float,
     return joined.mapInArrow(run, schema)
 
 
-def sorted_intersections(a_values: np.ndarray, a_lengths: np.ndarray, b_values: np.ndarray,
-                         b_lengths: np.ndarray, kernel: str | None = None) -> np.ndarray:
+def sorted_intersections(
+    a_values: np.ndarray,
+    a_lengths: np.ndarray,
+    b_values: np.ndarray,
+    b_lengths: np.ndarray,
+    kernel: str | None = None,
+) -> np.ndarray:
     """``|A_k & B_k|`` for every pair ``k`` of sorted, distinct sets given flat
     (values set after set, and the sets' lengths).
 
@@ -162,12 +190,23 @@ def sorted_intersections(a_values: np.ndarray, a_lengths: np.ndarray, b_values: 
     if use_compiled(kernel):
         # Contiguous int64 arrays: one specialization per writability (see
         # lsh_spark.minhash.minhash_flat), cached by numba.
-        compiled(_intersections_loop)(np.ascontiguousarray(a_values, dtype=np.int64), a_off,
-                                      np.ascontiguousarray(b_values, dtype=np.int64), b_off,
-                                      out)
+        compiled(_intersections_loop)(
+            np.ascontiguousarray(a_values, dtype=np.int64),
+            a_off,
+            np.ascontiguousarray(b_values, dtype=np.int64),
+            b_off,
+            out,
+        )
         return out
-    for k, (a0, a1, b0, b1) in enumerate(zip(a_off[:-1].tolist(), a_off[1:].tolist(),
-                                             b_off[:-1].tolist(), b_off[1:].tolist())):
+    for k, (a0, a1, b0, b1) in enumerate(
+        zip(
+            a_off[:-1].tolist(),
+            a_off[1:].tolist(),
+            b_off[:-1].tolist(),
+            b_off[1:].tolist(),
+            strict=True,
+        )
+    ):
         small, large = a_values[a0:a1], b_values[b0:b1]
         if len(small) > len(large):
             small, large = large, small
@@ -215,12 +254,18 @@ def pair_jaccards(batch: pa.RecordBatch, threshold: float) -> pa.RecordBatch:
     keep = jac >= threshold
     mask = pa.array(keep)
     return pa.RecordBatch.from_arrays(
-        [batch.column("id_a").filter(mask), batch.column("id_b").filter(mask),
-         pa.array(jac[keep], pa.float64())], names=["id_a", "id_b", "jaccard"])
+        [
+            batch.column("id_a").filter(mask),
+            batch.column("id_b").filter(mask),
+            pa.array(jac[keep], pa.float64()),
+        ],
+        names=["id_a", "id_b", "jaccard"],
+    )
 
 
-def _incidence_columns(values: np.ndarray, lengths: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray, int]:
+def _incidence_columns(
+    values: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Row and column indices of the 0/1 matrix of values shared by two or more rows.
 
     The entries come in column order (``cols`` ascending), so a range of
@@ -244,8 +289,16 @@ def _incidence_columns(values: np.ndarray, lengths: np.ndarray
     return rows[order][shared], renum[cols[shared]], int(keep.sum())
 
 
-def _gram_rows(rows: np.ndarray, cols: np.ndarray, n: int, v: int, r0: int, r1: int,
-               dtype: type, first: int = 0) -> np.ndarray:
+def _gram_rows(
+    rows: np.ndarray,
+    cols: np.ndarray,
+    n: int,
+    v: int,
+    r0: int,
+    r1: int,
+    dtype: type,
+    first: int = 0,
+) -> np.ndarray:
     """Rows ``r0:r1``, columns ``first:n`` of ``M @ M.T`` for the 0/1 matrix ``(rows, cols)``.
 
     ``(rows, cols)`` come in column order (see :func:`_incidence_columns`) and
@@ -269,7 +322,7 @@ def _gram_rows(rows: np.ndarray, cols: np.ndarray, n: int, v: int, r0: int, r1: 
         piece = dense[:, :width]
         piece.fill(0)
         piece[rows[lo:hi] - first, cols[lo:hi] - c0] = 1
-        out += piece[r0 - first:r1 - first] @ piece.T
+        out += piece[r0 - first : r1 - first] @ piece.T
     return out
 
 
@@ -283,8 +336,7 @@ def row_ranges(n: int, parts: int, rows: int | None = None) -> np.ndarray:
     """
     rows = n if rows is None else rows
     parts = max(1, min(parts, rows))
-    before = np.concatenate([[0], np.cumsum(np.arange(n - 1, n - 1 - rows, -1,
-                                                      dtype=np.int64))])
+    before = np.concatenate([[0], np.cumsum(np.arange(n - 1, n - 1 - rows, -1, dtype=np.int64))])
     target = before[-1] * np.arange(1, parts) / parts
     cuts = np.searchsorted(before, target, side="left")
     # The nearer of the two rows around each target.
@@ -295,11 +347,14 @@ def row_ranges(n: int, parts: int, rows: int | None = None) -> np.ndarray:
     return np.maximum.accumulate(np.maximum(bounds, np.minimum(np.arange(parts + 1), rows)))
 
 
-def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
-                covered: tuple[np.ndarray, np.ndarray] | None = None,
-                required: tuple[np.ndarray, np.ndarray] | None = None,
-                row_range: tuple[int, int] | None = None,
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def block_pairs(
+    values: np.ndarray,
+    lengths: np.ndarray,
+    threshold: float,
+    covered: tuple[np.ndarray, np.ndarray] | None = None,
+    required: tuple[np.ndarray, np.ndarray] | None = None,
+    row_range: tuple[int, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact Jaccard of every pair of one block with ``J >= threshold``.
 
     Parameters
@@ -353,8 +408,9 @@ def block_pairs(values: np.ndarray, lengths: np.ndarray, threshold: float,
     return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_s)
 
 
-def _take_members(values: np.ndarray, lengths: np.ndarray, order: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def _take_members(
+    values: np.ndarray, lengths: np.ndarray, order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Flattened per-member lists ``(values, lengths)`` with the members in ``order``."""
     lengths = np.asarray(lengths, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
@@ -364,11 +420,14 @@ def _take_members(values: np.ndarray, lengths: np.ndarray, order: np.ndarray
     return values[np.arange(int(new_lengths.sum())) + shift], new_lengths
 
 
-def block_forest(values: np.ndarray, lengths: np.ndarray, threshold: float,
-                 covered: tuple[np.ndarray, np.ndarray] | None = None,
-                 required: tuple[np.ndarray, np.ndarray] | None = None,
-                 share: tuple[int, int] = (0, 1),
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def block_forest(
+    values: np.ndarray,
+    lengths: np.ndarray,
+    threshold: float,
+    covered: tuple[np.ndarray, np.ndarray] | None = None,
+    required: tuple[np.ndarray, np.ndarray] | None = None,
+    share: tuple[int, int] = (0, 1),
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A spanning forest of :func:`block_pairs`: a subset of its pairs, with
     their Jaccard, that connects exactly what all of them connect.
 
@@ -404,9 +463,13 @@ def block_forest(values: np.ndarray, lengths: np.ndarray, threshold: float,
         def reordered(lists: tuple[np.ndarray, np.ndarray] | None):
             return None if lists is None else _take_members(*lists, order)
 
-        ri, rj, rjac = block_pairs(*_take_members(values, lengths, order), threshold,
-                                   reordered(covered), reordered(required),
-                                   row_range=(int(bounds[part]), int(bounds[part + 1])))
+        ri, rj, rjac = block_pairs(
+            *_take_members(values, lengths, order),
+            threshold,
+            reordered(covered),
+            reordered(required),
+            row_range=(int(bounds[part]), int(bounds[part + 1])),
+        )
         a, b = order[ri], order[rj]
         i = np.concatenate([i, np.minimum(a, b)])
         j = np.concatenate([j, np.maximum(a, b)])
@@ -446,17 +509,23 @@ def _verify_block(table: pa.Table, threshold: float) -> pa.Table:
         i, j, jac = block_forest(values, lengths, threshold, share=(part, parts), **which)
     else:
         i, j, jac = block_pairs(values, lengths, threshold, row_range=rows, **which)
-    if (not bounded and "copies" in table.column_names
-            and table.column("copies").null_count < table.num_rows):
+    if (
+        not bounded
+        and "copies" in table.column_names
+        and table.column("copies").null_count < table.num_rows
+    ):
         id_a, id_b, jac = expand_copies(ids, table.column("copies").combine_chunks(), i, j, jac)
     else:
         id_a, id_b = ids.take(pa.array(i)), ids.take(pa.array(j))
-    return pa.table({"id_a": id_a, "id_b": id_b, "jaccard": pa.array(jac, pa.float64())},
-                    schema=PAIR_ARROW_SCHEMA)
+    return pa.table(
+        {"id_a": id_a, "id_b": id_b, "jaccard": pa.array(jac, pa.float64())},
+        schema=PAIR_ARROW_SCHEMA,
+    )
 
 
-def expand_copies(ids: pa.Array, copies: pa.Array, i: np.ndarray, j: np.ndarray,
-                  jac: np.ndarray) -> tuple[pa.Array, pa.Array, np.ndarray]:
+def expand_copies(
+    ids: pa.Array, copies: pa.Array, i: np.ndarray, j: np.ndarray, jac: np.ndarray
+) -> tuple[pa.Array, pa.Array, np.ndarray]:
     """Pairs of block members ``(i, j, jac)`` -> the same pairs between every copy.
 
     ``copies``: per member, the ids of all documents with its text (itself
@@ -484,26 +553,39 @@ def expand_copies(ids: pa.Array, copies: pa.Array, i: np.ndarray, j: np.ndarray,
     # takes, a string comparison and two string selections.
     rank = sort_ranks(flat)
     first = rank[ia] < rank[ib]
-    return (flat.take(pa.array(np.where(first, ia, ib))),
-            flat.take(pa.array(np.where(first, ib, ia))), jac[pair])
+    return (
+        flat.take(pa.array(np.where(first, ia, ib))),
+        flat.take(pa.array(np.where(first, ib, ia))),
+        jac[pair],
+    )
 
 
 def block_memberships(blocks: DataFrame) -> DataFrame:
     """``(block, ids) -> (id, in_blocks)``: the keys of every block each document is in."""
-    return (blocks.select("block", F.explode("ids").alias("id"))
-            .groupBy("id").agg(F.array_sort(F.collect_list("block")).alias("in_blocks")))
+    return (
+        blocks.select("block", F.explode("ids").alias("id"))
+        .groupBy("id")
+        .agg(F.array_sort(F.collect_list("block")).alias("in_blocks"))
+    )
 
 
 def drop_block_pairs(candidates: DataFrame, memberships: DataFrame) -> DataFrame:
     """Candidate pairs minus those whose two documents share a block (checked there)."""
     both = F.coalesce(F.arrays_overlap("in_blocks_a", "in_blocks_b"), F.lit(False))
-    return (join_sides(candidates, memberships, "in_blocks", how="left")
-            .filter(~both).select("id_a", "id_b"))
+    return (
+        join_sides(candidates, memberships, "in_blocks", how="left")
+        .filter(~both)
+        .select("id_a", "id_b")
+    )
 
 
-def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
-                 n_edges: int | None = None, max_family_size: int | None = None
-                 ) -> DataFrame:
+def block_groups(
+    blocks: DataFrame,
+    memberships: DataFrame,
+    max_size: int,
+    n_edges: int | None = None,
+    max_family_size: int | None = None,
+) -> DataFrame:
     """``(id, group, merged, family, family_size, bounded)``: which task verifies
     each block member, and whether its family's pairs are bounded.
 
@@ -534,24 +616,31 @@ def block_groups(blocks: DataFrame, memberships: DataFrame, max_size: int,
         return _groups_in_one_task(memberships, max_size, max_family_size)
     # Edges from each member's first block to all its blocks (self-edges keep
     # every block in the graph).
-    edges = memberships.select(F.element_at("in_blocks", 1).alias("id_a"),
-                               F.explode("in_blocks").alias("id_b"))
+    edges = memberships.select(
+        F.element_at("in_blocks", 1).alias("id_a"), F.explode("in_blocks").alias("id_b")
+    )
     comps = connected_components(edges, blocks.select(F.col("block").alias("id")))
     root = comps.select(F.col("id").alias("block"), F.col("cluster_id").alias("root"))
     member_root = memberships.select("id", F.element_at("in_blocks", 1).alias("block")).join(
-        root, "block")
-    families = member_root.groupBy("root").agg(F.count(F.lit(1)).alias("family_size"),
-                                               F.min("id").alias("family"))
+        root, "block"
+    )
+    families = member_root.groupBy("root").agg(
+        F.count(F.lit(1)).alias("family_size"), F.min("id").alias("family")
+    )
     small = F.col("family_size") <= max_size
-    bounded = (F.lit(False) if max_family_size is None
-               else F.col("family_size") > max_family_size).alias("bounded")
+    bounded = (
+        F.lit(False) if max_family_size is None else F.col("family_size") > max_family_size
+    ).alias("bounded")
     family = ["family", "family_size", bounded]
     merged = member_root.join(families.filter(small), "root").select(
-        "id", F.col("root").alias("group"), F.lit(True).alias("merged"), *family)
-    split = (blocks.select("block", F.explode("ids").alias("id")).join(root, "block")
-             .join(families.filter(~small), "root")
-             .select("id", F.col("block").alias("group"), F.lit(False).alias("merged"),
-                     *family))
+        "id", F.col("root").alias("group"), F.lit(True).alias("merged"), *family
+    )
+    split = (
+        blocks.select("block", F.explode("ids").alias("id"))
+        .join(root, "block")
+        .join(families.filter(~small), "root")
+        .select("id", F.col("block").alias("group"), F.lit(False).alias("merged"), *family)
+    )
     return merged.unionByName(split)
 
 
@@ -570,8 +659,9 @@ def _group_rows(table: pa.Table, max_size: int, max_family_size: int | None) -> 
     in_blocks = table.column("in_blocks").combine_chunks()
     m = len(ids)
     counts = pc.list_value_length(in_blocks).to_numpy(zero_copy_only=False).astype(np.int64)
-    keys, block = np.unique(pc.list_flatten(in_blocks).to_numpy(zero_copy_only=False),
-                            return_inverse=True)
+    keys, block = np.unique(
+        pc.list_flatten(in_blocks).to_numpy(zero_copy_only=False), return_inverse=True
+    )
     owner = np.repeat(np.arange(m), counts)  # the member of each membership
     starts = np.zeros(m, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
@@ -593,31 +683,42 @@ def _group_rows(table: pa.Table, max_size: int, max_family_size: int | None) -> 
     split = ~merged[owner]
     row = np.concatenate([np.flatnonzero(merged), owner[split]])
     group = np.concatenate([keys[family[merged]], keys[block[split]]])
-    bounded = (np.zeros(len(row), dtype=bool) if max_family_size is None
-               else member_size[row] > max_family_size)
+    bounded = (
+        np.zeros(len(row), dtype=bool)
+        if max_family_size is None
+        else member_size[row] > max_family_size
+    )
     take = pa.array(row)
-    return pa.table({
-        "id": ids.take(take), "group": pa.array(group, pa.int64()),
-        "merged": pa.array(np.arange(len(row)) < int(merged.sum())),
-        "family": ids.take(pa.array(order[smallest[family[row]]])),
-        "family_size": pa.array(member_size[row], pa.int64()),
-        "bounded": pa.array(bounded)})
+    return pa.table(
+        {
+            "id": ids.take(take),
+            "group": pa.array(group, pa.int64()),
+            "merged": pa.array(np.arange(len(row)) < int(merged.sum())),
+            "family": ids.take(pa.array(order[smallest[family[row]]])),
+            "family_size": pa.array(member_size[row], pa.int64()),
+            "bounded": pa.array(bounded),
+        }
+    )
 
 
-def _groups_in_one_task(memberships: DataFrame, max_size: int,
-                        max_family_size: int | None) -> DataFrame:
+def _groups_in_one_task(
+    memberships: DataFrame, max_size: int, max_family_size: int | None
+) -> DataFrame:
     """:func:`block_groups` in one task (:func:`_group_rows`): for block graphs up
     to ``LOCAL_FINISH_EDGES`` memberships, where the joins and aggregations of
     the distributed path cost more in stages than in work."""
     id_type = memberships.schema["id"].dataType.simpleString()
-    schema = (f"id {id_type}, group long, merged boolean, family {id_type}, "
-              "family_size long, bounded boolean")
+    schema = (
+        f"id {id_type}, group long, merged boolean, family {id_type}, "
+        "family_size long, bounded boolean"
+    )
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = [b for b in batches if b.num_rows]
         if batches:
-            yield from _group_rows(pa.Table.from_batches(batches), max_size,
-                                   max_family_size).to_batches()
+            yield from _group_rows(
+                pa.Table.from_batches(batches), max_size, max_family_size
+            ).to_batches()
 
     return memberships.select("id", "in_blocks").repartition(1).mapInArrow(run, schema)
 
@@ -639,14 +740,21 @@ def block_tasks(groups: DataFrame) -> DataFrame:
     # when its worst case (all pairs) exceeds FOREST_PAIRS_PER_TASK.
     pairs = n * (n - 1) / 2
     per_task = F.when(F.col("bounded"), F.lit(FOREST_PAIRS_PER_TASK)).otherwise(
-        F.lit(PAIRS_PER_TASK))
+        F.lit(PAIRS_PER_TASK)
+    )
     parts = F.least(n, F.greatest(F.lit(1), F.ceil(pairs / per_task)))
-    return (groups.groupBy("group").agg(F.count(F.lit(1)).alias("n"),
-                                        *[F.max(c).alias(c) for c in family])
-            .select("group", "n", parts.cast("int").alias("parts"), *family)
-            .select("group", "n", "parts",
-                    F.explode(F.sequence(F.lit(0), F.col("parts") - 1)).alias("part"),
-                    *family))
+    return (
+        groups.groupBy("group")
+        .agg(F.count(F.lit(1)).alias("n"), *[F.max(c).alias(c) for c in family])
+        .select("group", "n", parts.cast("int").alias("parts"), *family)
+        .select(
+            "group",
+            "n",
+            "parts",
+            F.explode(F.sequence(F.lit(0), F.col("parts") - 1)).alias("part"),
+            *family,
+        )
+    )
 
 
 def block_work(groups: DataFrame | None, top: int = 10) -> dict[str, Any]:
@@ -665,15 +773,23 @@ def block_work(groups: DataFrame | None, top: int = 10) -> dict[str, Any]:
 def block_work_frame(groups: DataFrame) -> DataFrame:
     """The one-row aggregation of :func:`block_work`: columns ``bw_groups``,
     ``bw_tasks``, ``bw_split``, ``bw_split_tasks``, ``bw_largest``, ``bw_bounded``."""
-    fam = F.when(F.col("bounded"), F.struct(F.col("family_size").alias("size"),
-                                            F.col("family").alias("family")))
-    return (block_tasks(groups).filter(F.col("part") == 0)
-            .agg(F.count(F.lit(1)).alias("bw_groups"), F.sum("parts").alias("bw_tasks"),
-                 F.count(F.when(F.col("parts") > 1, 1)).alias("bw_split"),
-                 F.sum(F.when(F.col("parts") > 1, F.col("parts"))).alias("bw_split_tasks"),
-                 F.max("n").alias("bw_largest"),
-                 # One entry per bounded family (a split one has a group per block).
-                 F.array_sort(F.collect_set(fam)).alias("bw_bounded")))
+    fam = F.when(
+        F.col("bounded"),
+        F.struct(F.col("family_size").alias("size"), F.col("family").alias("family")),
+    )
+    return (
+        block_tasks(groups)
+        .filter(F.col("part") == 0)
+        .agg(
+            F.count(F.lit(1)).alias("bw_groups"),
+            F.sum("parts").alias("bw_tasks"),
+            F.count(F.when(F.col("parts") > 1, 1)).alias("bw_split"),
+            F.sum(F.when(F.col("parts") > 1, F.col("parts"))).alias("bw_split_tasks"),
+            F.max("n").alias("bw_largest"),
+            # One entry per bounded family (a split one has a group per block).
+            F.array_sort(F.collect_set(fam)).alias("bw_bounded"),
+        )
+    )
 
 
 def block_work_of(row: Any, top: int = 10) -> dict[str, Any]:
@@ -681,17 +797,31 @@ def block_work_of(row: Any, top: int = 10) -> dict[str, Any]:
     (None: no block groups)."""
     limits = {"pairs_per_task": PAIRS_PER_TASK, "forest_pairs_per_task": FOREST_PAIRS_PER_TASK}
     if row is None:
-        return {"groups": 0, "tasks": 0, "split_groups": 0, "split_tasks": 0,
-                "largest_group": 0, **limits, "forest_families": 0,
-                "forest_family_documents": 0, "largest_forest_families": []}
+        return {
+            "groups": 0,
+            "tasks": 0,
+            "split_groups": 0,
+            "split_tasks": 0,
+            "largest_group": 0,
+            **limits,
+            "forest_families": 0,
+            "forest_family_documents": 0,
+            "largest_forest_families": [],
+        }
     bounded = row["bw_bounded"] or []
-    return {"groups": int(row["bw_groups"]), "tasks": int(row["bw_tasks"] or 0),
-            "split_groups": int(row["bw_split"]), "split_tasks": int(row["bw_split_tasks"] or 0),
-            "largest_group": int(row["bw_largest"] or 0), **limits,
-            "forest_families": len(bounded),
-            "forest_family_documents": sum(int(b["size"]) for b in bounded),
-            "largest_forest_families": [{"smallest_id": b["family"], "size": int(b["size"])}
-                                         for b in bounded[::-1][:top]]}
+    return {
+        "groups": int(row["bw_groups"]),
+        "tasks": int(row["bw_tasks"] or 0),
+        "split_groups": int(row["bw_split"]),
+        "split_tasks": int(row["bw_split_tasks"] or 0),
+        "largest_group": int(row["bw_largest"] or 0),
+        **limits,
+        "forest_families": len(bounded),
+        "forest_family_documents": sum(int(b["size"]) for b in bounded),
+        "largest_forest_families": [
+            {"smallest_id": b["family"], "size": int(b["size"])} for b in bounded[::-1][:top]
+        ],
+    }
 
 
 def share_slots(split: DataFrame, n: int) -> DataFrame:
@@ -715,18 +845,29 @@ def share_slots(split: DataFrame, n: int) -> DataFrame:
     # Numbered 0, 1, ... mod n: in one partition, monotonically_increasing_id
     # counts the rows from 0 (the table has one row per share, not per document).
     numbered = split.coalesce(1).withColumn("_i", F.monotonically_increasing_id() % n)
-    keys = (split.sparkSession.range(64 * n)
-            .select(F.pmod(F.hash("id"), F.lit(n)).alias("_i"), "id")
-            .groupBy("_i").agg(F.min("id").alias("slot")))
+    keys = (
+        split.sparkSession.range(64 * n)
+        .select(F.pmod(F.hash("id"), F.lit(n)).alias("_i"), "id")
+        .groupBy("_i")
+        .agg(F.min("id").alias("slot"))
+    )
     return numbered.join(F.broadcast(keys), "_i", "left").select(
-        "group", "part", "parts", F.coalesce("slot", F.col("_i").cast("long")).alias("slot"))
+        "group", "part", "parts", F.coalesce("slot", F.col("_i").cast("long")).alias("slot")
+    )
 
 
-def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame,
-                  threshold: float, max_group_size: int, groups: DataFrame | None = None,
-                  work: dict[str, Any] | None = None, copies: DataFrame | None = None,
-                  max_family_size: int | None = None, share_partitions: int | None = None
-                  ) -> DataFrame:
+def verify_blocks(
+    blocks: DataFrame,
+    memberships: DataFrame,
+    shingles: DataFrame,
+    threshold: float,
+    max_group_size: int,
+    groups: DataFrame | None = None,
+    work: dict[str, Any] | None = None,
+    copies: DataFrame | None = None,
+    max_family_size: int | None = None,
+    share_partitions: int | None = None,
+) -> DataFrame:
     """``(block, ids)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
 
     Each group of blocks (see :func:`block_groups`; pass ``groups`` to reuse a
@@ -746,20 +887,20 @@ def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame
     instead of all of them (see :func:`block_groups`).
     """
     if groups is None:
-        groups = block_groups(blocks, memberships, max_group_size,
-                              max_family_size=max_family_size)
+        groups = block_groups(blocks, memberships, max_group_size, max_family_size=max_family_size)
     if work is None and share_partitions is None:
         work = block_work(groups)
     tasks = block_tasks(groups)
-    rows = (groups.join(memberships, "id")
-            .join(shingles.select("id", "shingles"), "id")
-            .select("group", "merged", "bounded", "id", "shingles", "in_blocks"))
+    rows = (
+        groups.join(memberships, "id")
+        .join(shingles.select("id", "shingles"), "id")
+        .select("group", "merged", "bounded", "id", "shingles", "in_blocks")
+    )
     if copies is not None:
         rows = rows.join(copies.withColumnRenamed("rep", "id"), "id", "left")
 
     def verified(df: DataFrame, key: list[str]) -> DataFrame:
-        return df.groupBy(*key).applyInArrow(lambda _, t: _verify_block(t, threshold),
-                                             PAIR_SCHEMA)
+        return df.groupBy(*key).applyInArrow(lambda _, t: _verify_block(t, threshold), PAIR_SCHEMA)
 
     whole = tasks.filter(F.col("parts") == 1).select("group", "part", "parts")
     split = tasks.filter(F.col("parts") > 1).select("group", "part", "parts")
@@ -772,6 +913,7 @@ def verify_blocks(blocks: DataFrame, memberships: DataFrame, shingles: DataFrame
     n_split = work["split_tasks"] if work is not None else share_partitions
     if not n_split:
         return one
-    shares = (rows.join(F.broadcast(share_slots(split, n_split)), "group")
-              .repartition(n_split, "slot"))
+    shares = rows.join(F.broadcast(share_slots(split, n_split)), "group").repartition(
+        n_split, "slot"
+    )
     return one.unionByName(verified(shares, ["slot", "group", "part"]))

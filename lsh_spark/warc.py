@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import io
 import posixpath
+from collections.abc import Iterator
 from datetime import timezone
-from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -55,18 +55,20 @@ EXTRACT_MESSAGE_CHARS = 120
 
 
 def warc_schema(text_col: str) -> T.StructType:
-    return T.StructType([
-        T.StructField("id", T.StringType(), True),
-        T.StructField("url", T.StringType(), True),
-        T.StructField("fetch_time", T.TimestampType(), True),
-        T.StructField("warc_record_id", T.StringType(), True),
-        T.StructField("content_digest", T.StringType(), True),
-        T.StructField("warc_file", T.StringType(), True),
-        T.StructField("warc_offset", T.LongType(), True),
-        T.StructField(text_col, T.StringType(), True),
-        T.StructField("reject_reason", T.StringType(), True),
-        T.StructField("skip_reason", T.StringType(), True),
-    ])
+    return T.StructType(
+        [
+            T.StructField("id", T.StringType(), True),
+            T.StructField("url", T.StringType(), True),
+            T.StructField("fetch_time", T.TimestampType(), True),
+            T.StructField("warc_record_id", T.StringType(), True),
+            T.StructField("content_digest", T.StringType(), True),
+            T.StructField("warc_file", T.StringType(), True),
+            T.StructField("warc_offset", T.LongType(), True),
+            T.StructField(text_col, T.StringType(), True),
+            T.StructField("reject_reason", T.StringType(), True),
+            T.StructField("skip_reason", T.StringType(), True),
+        ]
+    )
 
 
 def _media_type(value: str | None) -> str:
@@ -100,16 +102,22 @@ def parse_records(data: bytes, file_name: str) -> Iterator[dict]:
     n = 0
     pos = 0
     try:
-        for rec in ArchiveIterator(io.BytesIO(data), record_types=WarcRecordType.any_type,
-                                   parse_http=True):
+        for rec in ArchiveIterator(
+            io.BytesIO(data), record_types=WarcRecordType.any_type, parse_http=True
+        ):
             n += 1
             pos = int(rec.stream_pos)
             yield _record_row(rec, dict(base, warc_offset=pos))
     except Exception as exc:  # noqa: BLE001 - the rest of the file is unreadable
         msg = " ".join(str(exc).split())[:ERROR_MESSAGE_CHARS]
-        yield dict(base, warc_offset=pos, reject_reason=(
-            f"invalid_record: WARC parse error in {posixpath.basename(file_name)} after "
-            f"{n} records: {type(exc).__name__}: {msg}"))
+        yield dict(
+            base,
+            warc_offset=pos,
+            reject_reason=(
+                f"invalid_record: WARC parse error in {posixpath.basename(file_name)} after "
+                f"{n} records: {type(exc).__name__}: {msg}"
+            ),
+        )
 
 
 def _record_row(rec, base: dict) -> dict:
@@ -120,10 +128,14 @@ def _record_row(rec, base: dict) -> dict:
     date = rec.record_date
     if date is not None and date.tzinfo is None:
         date = date.replace(tzinfo=timezone.utc)
-    row = dict(base, id=rid, warc_record_id=rid, url=headers.get("WARC-Target-URI"),
-               fetch_time=date,
-               content_digest=headers.get("WARC-Payload-Digest")
-               or headers.get("WARC-Block-Digest"))
+    row = dict(
+        base,
+        id=rid,
+        warc_record_id=rid,
+        url=headers.get("WARC-Target-URI"),
+        fetch_time=date,
+        content_digest=headers.get("WARC-Payload-Digest") or headers.get("WARC-Block-Digest"),
+    )
     skip, kind, charset = _classify(rec)
     if kind is None:
         rec.reader.consume()
@@ -131,9 +143,13 @@ def _record_row(rec, base: dict) -> dict:
     body = rec.reader.read()
     encoded = rec.is_http and rec.http_headers.get("Content-Encoding")
     if len(body) < rec.content_length and not encoded:
-        return dict(row, reject_reason=(
-            f"truncated_record: the file ends {rec.content_length - len(body)} "
-            f"bytes into this record's {rec.content_length}-byte payload"))
+        return dict(
+            row,
+            reject_reason=(
+                f"truncated_record: the file ends {rec.content_length - len(body)} "
+                f"bytes into this record's {rec.content_length}-byte payload"
+            ),
+        )
     if rid is None:
         return dict(row, reject_reason="null_id: record has no WARC-Record-ID")
     try:
@@ -171,14 +187,20 @@ def _classify(rec) -> tuple[str | None, str | None, str | None]:
 
 def _extract_batches(text_col: str):
     schema = warc_schema(text_col)
-    arrow_schema = pa.schema([
-        pa.field("id", pa.string()), pa.field("url", pa.string()),
-        pa.field("fetch_time", pa.timestamp("us", tz="UTC")),
-        pa.field("warc_record_id", pa.string()), pa.field("content_digest", pa.string()),
-        pa.field("warc_file", pa.string()), pa.field("warc_offset", pa.int64()),
-        pa.field(text_col, pa.string()), pa.field("reject_reason", pa.string()),
-        pa.field("skip_reason", pa.string()),
-    ])
+    arrow_schema = pa.schema(
+        [
+            pa.field("id", pa.string()),
+            pa.field("url", pa.string()),
+            pa.field("fetch_time", pa.timestamp("us", tz="UTC")),
+            pa.field("warc_record_id", pa.string()),
+            pa.field("content_digest", pa.string()),
+            pa.field("warc_file", pa.string()),
+            pa.field("warc_offset", pa.int64()),
+            pa.field(text_col, pa.string()),
+            pa.field("reject_reason", pa.string()),
+            pa.field("skip_reason", pa.string()),
+        ]
+    )
     names = [f.name for f in schema.fields]
 
     def flush(rows: list[dict]) -> pa.RecordBatch:
@@ -218,8 +240,12 @@ def register_extracted(input_path: str, parquet_path: str | None) -> None:
 
 def extract_warc(spark: SparkSession, path: str, text_col: str = "text") -> DataFrame:
     """Every record of the WARC/WET files under ``path``, with reject and skip reasons."""
-    raw = (spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(path)
-           .select("path", "content"))
+    raw = (
+        spark.read.format("binaryFile")
+        .option("recursiveFileLookup", "true")
+        .load(path)
+        .select("path", "content")
+    )
     fn, schema = _extract_batches(text_col)
     return raw.mapInArrow(fn, schema)
 
@@ -233,7 +259,12 @@ def read_warc(spark: SparkSession, path: str, text_col: str = "text") -> DataFra
 
 def skipped_counts(extracted: DataFrame) -> dict[str, int]:
     """``{reason: records}`` of the skipped records, the 50 most frequent reasons."""
-    rows = (extracted.filter(F.col("skip_reason").isNotNull()).groupBy("skip_reason")
-            .agg(F.count(F.lit(1)).alias("n")).orderBy(F.col("n").desc(), "skip_reason")
-            .limit(50).collect())
+    rows = (
+        extracted.filter(F.col("skip_reason").isNotNull())
+        .groupBy("skip_reason")
+        .agg(F.count(F.lit(1)).alias("n"))
+        .orderBy(F.col("n").desc(), "skip_reason")
+        .limit(50)
+        .collect()
+    )
     return {r["skip_reason"]: int(r["n"]) for r in rows}

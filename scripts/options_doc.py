@@ -40,8 +40,10 @@ A flag of type *flag* takes no value (`--verify-jaccard`; `verify-jaccard: true`
 in YAML).
 """
 
-HEADER = ["| flag / YAML key | type | default | allowed values | meaning |",
-          "|---|---|---|---|---|"]
+HEADER = [
+    "| flag / YAML key | type | default | allowed values | meaning |",
+    "|---|---|---|---|---|",
+]
 
 
 def _cell(text: str) -> str:
@@ -88,8 +90,11 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if docs/options.md is stale instead of writing it")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if docs/options.md is stale instead of writing it",
+    )
     args = parser.parse_args(argv)
     text = render()
     if args.check:

@@ -54,18 +54,30 @@ def write_warc(path: str, records: list[dict]) -> None:
         kind = r.get("kind", "response")
         headers = {"WARC-Date": r["date"], "WARC-Record-ID": record_id(r["url"], r["date"])}
         if kind == "request":
-            http = StatusAndHeaders("GET / HTTP/1.1", [("Host", "example.org")],
-                                    is_http_request=True)
-            rec = writer.create_warc_record(r["url"], "request", payload=io.BytesIO(b""),
-                                            http_headers=http, warc_headers_dict=headers)
+            http = StatusAndHeaders(
+                "GET / HTTP/1.1", [("Host", "example.org")], is_http_request=True
+            )
+            rec = writer.create_warc_record(
+                r["url"],
+                "request",
+                payload=io.BytesIO(b""),
+                http_headers=http,
+                warc_headers_dict=headers,
+            )
         else:
             status = r.get("status", 200)
-            http = StatusAndHeaders(f"{status} {'OK' if status == 200 else 'Not Found'}",
-                                    [("Content-Type", r.get("type", "text/html; charset=utf-8"))],
-                                    protocol="HTTP/1.1")
-            rec = writer.create_warc_record(r["url"], "response",
-                                            payload=io.BytesIO(r.get("html", b"")),
-                                            http_headers=http, warc_headers_dict=headers)
+            http = StatusAndHeaders(
+                f"{status} {'OK' if status == 200 else 'Not Found'}",
+                [("Content-Type", r.get("type", "text/html; charset=utf-8"))],
+                protocol="HTTP/1.1",
+            )
+            rec = writer.create_warc_record(
+                r["url"],
+                "response",
+                payload=io.BytesIO(r.get("html", b"")),
+                http_headers=http,
+                warc_headers_dict=headers,
+            )
         writer.write_record(rec)
         if kind == "truncated":
             data = buf.getvalue()
@@ -112,15 +124,17 @@ def batches(root: str) -> dict[str, str]:
         dict(url=u + "nyt/2", date=day(11), html=page("nytimes-2")),
         dict(url=u + "moz/1", date=day(11), html=page("mozilla-1")),
         dict(url=u + "wapo/2", date=day(11), html=page("wapo-2")),
-        dict(url="https://copy.example/wapo-2", date=day(11, 5),
-             html=near_copy(page("wapo-2"))),
+        dict(url="https://copy.example/wapo-2", date=day(11, 5), html=near_copy(page("wapo-2"))),
     ]
     b3 = [
         dict(url="https://copy.example/nyt-2", date=day(12), html=near_copy(page("nytimes-2"))),
         dict(url=u + "nyt/3", date=day(12), html=page("nytimes-3")),
         dict(url=u + "lwn/1", date=day(12), html=page("lwn-1")),
-        dict(url="https://archive.example/ars-1", date="2026-11-01T00:00:00Z",
-             html=near_copy(page("ars-1"), 2)),
+        dict(
+            url="https://archive.example/ars-1",
+            date="2026-11-01T00:00:00Z",
+            html=near_copy(page("ars-1"), 2),
+        ),
     ]
     out = {}
     for name, recs in (("batch-1", b1), ("batch-2", b2), ("batch-3", b3)):

@@ -13,8 +13,10 @@ def normalize(text: str) -> str:
     text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
     # Keep letters, digits and combining marks; everything else separates words.
     kept = "".join(ch if unicodedata.category(ch)[0] in "LNM" else " " for ch in text)
-    tokens = [tok.lstrip("".join(c for c in tok if unicodedata.category(c)[0] == "M"))
-              for tok in kept.split(" ")]
+    tokens = [
+        tok.lstrip("".join(c for c in tok if unicodedata.category(c)[0] == "M"))
+        for tok in kept.split(" ")
+    ]
     return " ".join(t for t in tokens if t)
 
 
@@ -22,7 +24,7 @@ def word_shingles(text: str, k: int = 5) -> set[str]:
     tokens = normalize(text).split(" ")
     if len(tokens) < k:
         return {" ".join(tokens)}
-    return {" ".join(tokens[i:i + k]) for i in range(len(tokens) - k + 1)}
+    return {" ".join(tokens[i : i + k]) for i in range(len(tokens) - k + 1)}
 
 
 def jaccard(a: set, b: set) -> float:

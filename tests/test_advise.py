@@ -20,13 +20,18 @@ def corpus(tmp_path_factory, sample_path):
     """The sample's 411 texts plus 300 mutated copies at edit rates 0.01-0.12, so
     true pairs spread over Jaccard 0.5-1.0."""
     rng = random.Random(5)
-    docs = [json.loads(line) for line in open(sample_path, encoding="utf-8")]
+    with open(sample_path, encoding="utf-8") as fh:
+        docs = [json.loads(line) for line in fh]
     vocab = " ".join(d["text"] for d in docs).split()[:5000]
     base = [d for d in docs if "~" not in d["id"] and len(d["text"].split()) > 60]
     rows = [{"id": d["id"], "text": d["text"]} for d in docs]
     for n, d in enumerate(rng.sample(base, min(300, len(base)))):
-        rows.append({"id": f"{d['id']}~m{n}", "text": mutate(d["text"], rng.uniform(0.01, 0.12),
-                                                              rng, vocab)})
+        rows.append(
+            {
+                "id": f"{d['id']}~m{n}",
+                "text": mutate(d["text"], rng.uniform(0.01, 0.12), rng, vocab),
+            }
+        )
     path = tmp_path_factory.mktemp("advise") / "corpus.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
@@ -39,7 +44,7 @@ def _truth(spark, shingles_path, threshold):
     values = np.concatenate([np.array(r["shingles"], dtype=np.int64) for r in sh])
     lengths = np.array([len(r["shingles"]) for r in sh])
     i, j, _ = block_pairs(values, lengths, threshold)
-    return {tuple(sorted((ids[a], ids[b]))) for a, b in zip(i, j)}
+    return {tuple(sorted((ids[a], ids[b]))) for a, b in zip(i, j, strict=False)}
 
 
 def test_predicted_recall_matches_a_real_run(spark, tmp_path, corpus):
@@ -56,12 +61,16 @@ def test_predicted_recall_matches_a_real_run(spark, tmp_path, corpus):
     stage_verify(spark, out, given)
     # The stages read their datasets back with the schemas recorded at write
     # time: each is the one Spark infers from the files.
-    assert {"shingles", "signatures", "rejects", "candidates", "blocks", "pairs"} <= set(out.schemas)
+    assert {"shingles", "signatures", "rejects", "candidates", "blocks", "pairs"} <= set(
+        out.schemas
+    )
     for name, schema in out.schemas.items():
         assert schema == spark.read.parquet(out.path(name)).schema, name
     truth = _truth(spark, out.path("shingles"), 0.8)
-    found = {tuple(sorted((r["id_a"], r["id_b"])))
-             for r in spark.read.parquet(out.path("pairs")).collect()}
+    found = {
+        tuple(sorted((r["id_a"], r["id_b"])))
+        for r in spark.read.parquet(out.path("pairs")).collect()
+    }
     measured = len(found & truth) / len(truth)
     assert len(truth) >= 100, len(truth)
     assert abs(predicted - measured) < 0.1, (predicted, measured)
@@ -70,14 +79,14 @@ def test_predicted_recall_matches_a_real_run(spark, tmp_path, corpus):
 
 
 def test_recommendation_reaches_the_target_and_is_checked_on_the_sample(spark, corpus):
-    advice = advise(spark, str(corpus), DedupConfig(threshold=0.8, target_recall=0.99),
-                    sample=500)
+    advice = advise(spark, str(corpus), DedupConfig(threshold=0.8, target_recall=0.99), sample=500)
     rec = advice["recommended"]
     assert rec["predicted_recall"] >= 0.99
     assert rec["candidate_probability_at_threshold"] >= 0.99
     assert rec["measured_on_sample"]["recall"] >= 0.95
-    assert rec["flags"] == f"--num-perm {rec['num_perm']} --bands {rec['bands']} " \
-                           f"--rows {rec['rows']}"
+    assert (
+        rec["flags"] == f"--num-perm {rec['num_perm']} --bands {rec['bands']} --rows {rec['rows']}"
+    )
     # cheaper options (fewer hashes) are listed with lower predicted recall
     by_perm = {o["num_perm"]: o for o in advice["options"]}
     assert by_perm[32]["predicted_recall"] <= by_perm[256]["predicted_recall"]
@@ -101,10 +110,16 @@ def test_vector_advice_predicts_hyperplane_recall(spark, tmp_path):
     ids = [r["id"] for r in rows]
     u = allv / np.linalg.norm(allv, axis=1)[:, None]
     cos = u @ u.T
-    truth = {(ids[i], ids[j]) for i in range(len(ids)) for j in range(i + 1, len(ids))
-             if cos[i, j] >= 0.95}
-    found = {(r["id_a"], r["id_b"]) for r in
-             spark.read.parquet(str(tmp_path / "out" / "pairs")).collect()}
+    truth = {
+        (ids[i], ids[j])
+        for i in range(len(ids))
+        for j in range(i + 1, len(ids))
+        if cos[i, j] >= 0.95
+    }
+    found = {
+        (r["id_a"], r["id_b"])
+        for r in spark.read.parquet(str(tmp_path / "out" / "pairs")).collect()
+    }
     found = {tuple(sorted(p, key=ids.index)) for p in found}
     measured = len(found & truth) / len(truth)
     assert abs(advice["given"]["predicted_recall"] - measured) < 0.12
@@ -120,8 +135,12 @@ def test_simhash_advice_predicts_the_share_of_jaccard_pairs_found(spark, tmp_pat
     recalls = [o["jaccard_recall"] for o in advice["by_max_hamming"]]
     assert recalls == sorted(recalls)  # a wider k never finds fewer pairs
     out = tmp_path / "out"
-    run_dedup(spark, str(corpus), str(out),
-              DedupConfig(method="simhash", max_hamming=k, simhash_blocks=blocks))
+    run_dedup(
+        spark,
+        str(corpus),
+        str(out),
+        DedupConfig(method="simhash", max_hamming=k, simhash_blocks=blocks),
+    )
     # the run's Jaccard truth from a MinHash run's shingle sets of the same corpus
     from lsh_spark.io import StagedOutput
     from lsh_spark.pipeline import stage_signatures

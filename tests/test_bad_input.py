@@ -115,7 +115,9 @@ def _write_mixed_corpus(path) -> dict:
     # good[1] with emoji between its words: emoji are separators, so an exact duplicate.
     words = good[1]["text"].split(" ")
     emoji = ["😀", "🎉", "🚀", "👍", "🔥", "🙈"]
-    mixed = " ".join(w + (" " + rng.choice(emoji) if i % 7 == 3 else "") for i, w in enumerate(words))
+    mixed = " ".join(
+        w + (" " + rng.choice(emoji) if i % 7 == 3 else "") for i, w in enumerate(words)
+    )
     lines.append(_jsonl_line({"id": "emoji-mixed", "text": mixed}))
     in_clusters.add("emoji-mixed")
     same_cluster.append(("emoji-mixed", good[1]["id"]))
@@ -139,8 +141,7 @@ def _write_mixed_corpus(path) -> dict:
     ]
     in_clusters |= {"short-a", "short-b", "short-c1", "short-c2"}
     same_cluster.append(("short-c1", "short-c2"))
-    different_cluster += [("short-a", "short-b"), ("short-a", "short-c1"),
-                          ("short-b", "short-c1")]
+    different_cluster += [("short-a", "short-b"), ("short-a", "short-c1"), ("short-b", "short-c1")]
 
     # Records with an id that must be rejected, and their reason codes.
     garbage = bytes(rng.randrange(256) for _ in range(2000))
@@ -159,8 +160,7 @@ def _write_mixed_corpus(path) -> dict:
         _jsonl_line({"id": "bad-empty", "text": ""}),
         _jsonl_line({"id": "bad-whitespace", "text": "  \t\n \u3000\u00a0\r\n  "}),
         # Bytes of a binary file decoded with replacement: U+FFFD and control characters.
-        _jsonl_line({"id": "bad-binary-text",
-                     "text": garbage.decode("utf-8", errors="replace")}),
+        _jsonl_line({"id": "bad-binary-text", "text": garbage.decode("utf-8", errors="replace")}),
         _jsonl_line({"id": "bad-emoji-only", "text": EMOJI_ONLY_PLAIN}),
         _jsonl_line({"id": "bad-punct-only", "text": "!!! ... --- *** ???"}),
         # Emoji-only texts with VS16: see test_emoji_with_variation_selector_is_rejected.
@@ -184,8 +184,11 @@ def _write_mixed_corpus(path) -> dict:
             assert b"\n" not in lines[i] and b"\r" not in lines[i]
             fh.write(lines[i] + b"\n")
     return {
-        "n_lines": len(lines), "in_clusters": in_clusters, "same_cluster": same_cluster,
-        "different_cluster": different_cluster, "expected_rejects": expected_rejects,
+        "n_lines": len(lines),
+        "in_clusters": in_clusters,
+        "same_cluster": same_cluster,
+        "different_cluster": different_cluster,
+        "expected_rejects": expected_rejects,
         "expected_null_id_rejects": expected_null_id_rejects,
     }
 
@@ -217,15 +220,20 @@ def test_every_line_is_accounted_for_exactly_once(spark, bad_run):
 
 
 def test_bad_records_are_rejected_with_their_reason(spark, bad_run):
-    rejects = {r["id"]: r["reason"] for r in
-               _read(spark, bad_run["output"], "rejects").filter("id IS NOT NULL").collect()}
+    rejects = {
+        r["id"]: r["reason"]
+        for r in _read(spark, bad_run["output"], "rejects").filter("id IS NOT NULL").collect()
+    }
     for rid, code in bad_run["expected_rejects"].items():
         assert rid in rejects, f"{rid} not in rejects/"
         assert _code(rejects[rid]) == code, (rid, rejects[rid])
 
     null_ids = (
-        _read(spark, bad_run["output"], "rejects").filter("id IS NULL")
-        .groupBy(F.split("reason", ":").getItem(0).alias("code")).count().collect()
+        _read(spark, bad_run["output"], "rejects")
+        .filter("id IS NULL")
+        .groupBy(F.split("reason", ":").getItem(0).alias("code"))
+        .count()
+        .collect()
     )
     assert {r["code"]: r["count"] for r in null_ids} == bad_run["expected_null_id_rejects"]
 
@@ -234,8 +242,12 @@ def test_good_huge_and_emoji_mixed_documents_are_clustered(spark, bad_run):
     clusters = {r["id"]: r for r in _read(spark, bad_run["output"], "clusters").collect()}
     missing = bad_run["in_clusters"] - set(clusters)
     assert not missing, f"accepted documents missing from clusters/: {sorted(missing)}"
-    sigs = {r["id"]: r["num_shingles"] for r in
-            _read(spark, bad_run["output"], "signatures").select("id", "num_shingles").collect()}
+    sigs = {
+        r["id"]: r["num_shingles"]
+        for r in _read(spark, bad_run["output"], "signatures")
+        .select("id", "num_shingles")
+        .collect()
+    }
     assert sigs["huge-5mb"] > 500_000
     # The huge random document duplicates nothing.
     assert clusters["huge-5mb"]["cluster_size"] == 1
@@ -251,8 +263,10 @@ def test_normalization_duplicates_share_a_cluster_short_texts_do_not_collapse(sp
     assert clusters["short-a"]["cluster_size"] == 1
     assert clusters["short-b"]["cluster_size"] == 1
 
-    pairs = {(r["id_a"], r["id_b"]): r["jaccard"]
-             for r in _read(spark, bad_run["output"], "pairs").collect()}
+    pairs = {
+        (r["id_a"], r["id_b"]): r["jaccard"]
+        for r in _read(spark, bad_run["output"], "pairs").collect()
+    }
     for a, b in bad_run["same_cluster"]:
         assert pairs[tuple(sorted((a, b)))] == pytest.approx(1.0)
 
@@ -274,24 +288,33 @@ def test_report_counts_agree_with_datasets(spark, bad_run):
     assert counts["deduped_documents"] == clusters.filter("keep").count()
     assert counts["clusters"] == clusters.select("cluster_id").distinct().count()
     assert counts["removed_documents"] == clusters.filter(~F.col("keep")).count()
-    by_reason = {r["code"]: r["count"] for r in
-                 rejects.groupBy(F.split("reason", ":").getItem(0).alias("code")).count().collect()}
+    by_reason = {
+        r["code"]: r["count"]
+        for r in rejects.groupBy(F.split("reason", ":").getItem(0).alias("code")).count().collect()
+    }
     assert report["rejects_by_reason"] == by_reason
     # The histogram and the Jaccard-1 count come with the write of pairs/.
     pairs = _read(spark, out, "pairs")
-    bins = {r["bin"] / 20: r["n"] for r in pairs.groupBy(
-        F.least(F.floor(F.col("jaccard") * 20), F.lit(19)).alias("bin")).count()
-        .withColumnRenamed("count", "n").collect()}
+    bins = {
+        r["bin"] / 20: r["n"]
+        for r in pairs.groupBy(F.least(F.floor(F.col("jaccard") * 20), F.lit(19)).alias("bin"))
+        .count()
+        .withColumnRenamed("count", "n")
+        .collect()
+    }
     assert {b["from"]: b["pairs"] for b in report["jaccard_histogram"]} == bins
     assert counts["pairs_with_jaccard_1"] == pairs.filter("jaccard >= 1.0").count() > 0
     assert report["buckets"]["block_members"] == sum(
-        r["size"] for r in _read(spark, out, "blocks").collect())
+        r["size"] for r in _read(spark, out, "blocks").collect()
+    )
     assert os.path.exists(os.path.join(str(out), "_SUCCESS"))
 
 
 def test_emoji_with_variation_selector_is_rejected(spark, bad_run):
-    rejects = {r["id"]: r["reason"] for r in
-               _read(spark, bad_run["output"], "rejects").filter("id IS NOT NULL").collect()}
+    rejects = {
+        r["id"]: r["reason"]
+        for r in _read(spark, bad_run["output"], "rejects").filter("id IS NOT NULL").collect()
+    }
     for rid in ("bad-emoji-vs16", "bad-emoji-vs16-other"):
         assert _code(rejects.get(rid, "accepted: not in rejects/")) == "no_text_content", rid
 
@@ -307,9 +330,9 @@ def test_csv_malformed_rows_are_rejected(spark, tmp_path):
     for d in good:
         writer.writerow([d["id"], d["text"]])
     text = buf.getvalue()
-    text += "c-too-many,too,many,fields\n"       # malformed: 4 fields for 2 columns
-    text += "c-too-few\n"                        # malformed: 1 field
-    text += "c-empty,\n"                         # empty field: read as null
+    text += "c-too-many,too,many,fields\n"  # malformed: 4 fields for 2 columns
+    text += "c-too-few\n"  # malformed: 1 field
+    text += "c-empty,\n"  # empty field: read as null
     path = tmp_path / "corpus.csv"
     path.write_text(text, encoding="utf-8")
     n_records = len(good) + 4
@@ -327,12 +350,12 @@ def test_csv_malformed_rows_are_rejected(spark, tmp_path):
 def test_text_input_derived_ids_are_deterministic(spark, tmp_path):
     good = [" ".join(d["text"].split()) for d in _good_docs(10)]
     lines = good + [
-        "",                                  # empty_text
-        "   \t  ",                           # whitespace_only_text
-        "*** --- ***",                       # no_text_content
-        good[3],                             # an identical line: derived ids #1, #2
+        "",  # empty_text
+        "   \t  ",  # whitespace_only_text
+        "*** --- ***",  # no_text_content
+        good[3],  # an identical line: derived ids #1, #2
         "a short line",
-        good[5].upper() + "!!",              # exact duplicate after normalization
+        good[5].upper() + "!!",  # exact duplicate after normalization
     ]
     src = tmp_path / "in"
     src.mkdir()
@@ -362,7 +385,10 @@ def test_text_input_derived_ids_are_deterministic(spark, tmp_path):
     assert len(clusters) + len(rejects) == len(lines)
     assert all(re.fullmatch(r"d[0-9A-F]{16}(#\d+)?", i) for i in [*clusters, *rejects])
     assert sorted(_code(r) for r in rejects.values()) == [
-        "empty_text", "no_text_content", "whitespace_only_text"]
+        "empty_text",
+        "no_text_content",
+        "whitespace_only_text",
+    ]
     # The two identical lines got distinct ids and share a cluster; so do the exact copies.
     twins = [i for i in clusters if "#" in i]
     assert len(twins) == 2 and clusters[twins[0]]["cluster_id"] == clusters[twins[1]]["cluster_id"]
@@ -376,8 +402,13 @@ def test_text_input_that_is_not_utf8_is_decoded_like_the_jvm_does(spark, tmp_pat
     # U+FFFD (a separator) and the line is deduplicated; many are binary_content.
     good = [" ".join(d["text"].split()) for d in _good_docs(4)]
     latin1 = b"Caf\xe9 " + good[0].encode()  # one Latin-1 byte in a UTF-8 line
-    lines = [latin1, latin1.replace(b"Caf\xe9", b"Cafe"), bytes(range(0x80, 0xC0)) + b" x",
-             good[1].encode(), good[2].encode()]
+    lines = [
+        latin1,
+        latin1.replace(b"Caf\xe9", b"Cafe"),
+        bytes(range(0x80, 0xC0)) + b" x",
+        good[1].encode(),
+        good[2].encode(),
+    ]
     src = tmp_path / "in"
     src.mkdir()
     (src / "docs.txt").write_bytes(b"\n".join(lines) + b"\n")
@@ -392,8 +423,10 @@ def test_text_input_that_is_not_utf8_is_decoded_like_the_jvm_does(spark, tmp_pat
 # -- errors before any output is written -------------------------------------
 def test_duplicate_ids_raise_input_error_before_any_output(spark, tmp_path):
     good = _good_docs(4)
-    rows = good + [{"id": "dup-7", "text": "first text with this id"},
-                   {"id": "dup-7", "text": "second text with the same id"}]
+    rows = good + [
+        {"id": "dup-7", "text": "first text with this id"},
+        {"id": "dup-7", "text": "second text with the same id"},
+    ]
     path = tmp_path / "dups.jsonl"
     path.write_bytes(b"".join(_jsonl_line(r) + b"\n" for r in rows))
     output = tmp_path / "out"
@@ -407,13 +440,16 @@ def test_duplicate_ids_raise_input_error_before_any_output(spark, tmp_path):
 
 @pytest.mark.parametrize("repeated", [True, False])
 def test_id_check_beside_the_candidate_stage_wins_over_its_failure(
-        spark, tmp_path, monkeypatch, repeated):
+    spark, tmp_path, monkeypatch, repeated
+):
     # run_dedup checks the ids beside the candidate stage: if that stage fails
     # on input whose ids repeat, the repeated ids are the error reported.
     from lsh_spark import pipeline
 
-    rows = _good_docs(4) + [{"id": "dup-5" if repeated else "one-5", "text": "a first text"},
-                            {"id": "dup-5" if repeated else "two-5", "text": "a second text"}]
+    rows = _good_docs(4) + [
+        {"id": "dup-5" if repeated else "one-5", "text": "a first text"},
+        {"id": "dup-5" if repeated else "two-5", "text": "a second text"},
+    ]
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"".join(_jsonl_line(r) + b"\n" for r in rows))
 
@@ -421,8 +457,10 @@ def test_id_check_beside_the_candidate_stage_wins_over_its_failure(
         raise RuntimeError("the candidate stage failed")
 
     monkeypatch.setattr(pipeline, "stage_candidates", failing)
-    with pytest.raises(InputError if repeated else RuntimeError,
-                       match="dup-5" if repeated else "candidate stage failed"):
+    with pytest.raises(
+        InputError if repeated else RuntimeError,
+        match="dup-5" if repeated else "candidate stage failed",
+    ):
         _run(spark, path, tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
 
@@ -431,16 +469,21 @@ def test_stage_job_with_duplicate_ids_leaves_none_of_its_datasets(spark, tmp_pat
     # The id check runs beside the signatures' and rejects' writes: when it
     # fails, those are deleted with shingles/ (a stage job's output has no
     # staging directory to abort).
-    rows = _good_docs(4) + [{"id": "dup-9", "text": "first text with this id"},
-                            {"id": "dup-9", "text": "second text with the same id"},
-                            {"id": "rejected-1", "text": "!!!"}]
+    rows = _good_docs(4) + [
+        {"id": "dup-9", "text": "first text with this id"},
+        {"id": "dup-9", "text": "second text with the same id"},
+        {"id": "rejected-1", "text": "!!!"},
+    ]
     path = tmp_path / "dups.jsonl"
     path.write_bytes(b"".join(_jsonl_line(r) + b"\n" for r in rows))
     output = tmp_path / "out"
     with _restored_checkpoint_dir(spark), pytest.raises(InputError, match="dup-9"):
         stage_signatures(spark, str(path), StagewiseOutput(spark, str(output)), DedupConfig())
-    left = sorted(p.name for p in output.iterdir() if not p.name.startswith(".")) \
-        if output.exists() else []
+    left = (
+        sorted(p.name for p in output.iterdir() if not p.name.startswith("."))
+        if output.exists()
+        else []
+    )
     assert left == []
 
 
@@ -462,8 +505,9 @@ def test_input_with_every_record_rejected_completes(spark, tmp_path):
     from lsh_spark.pipeline import run_dedup as _run
 
     path = tmp_path / "all_bad.jsonl"
-    path.write_text('{"id": "a", "text": ""}\n{"id": "b", "text": null}\nnot json\n',
-                    encoding="utf-8")
+    path.write_text(
+        '{"id": "a", "text": ""}\n{"id": "b", "text": null}\nnot json\n', encoding="utf-8"
+    )
     report = _run(spark, str(path), str(tmp_path / "out"), _Cfg())
     c = report["counts"]
     assert (c["input_records"], c["rejected"], c["clustered_documents"]) == (3, 3, 0)

@@ -31,7 +31,7 @@ def test_s_curve_is_monotone_and_spans_0_to_1():
     pts = s_curve(16, 6)
     ps = [p["p"] for p in pts]
     assert ps[0] == 0.0 and ps[-1] == 1.0
-    assert all(a <= b for a, b in zip(ps, ps[1:]))
+    assert all(a <= b for a, b in zip(ps, ps[1:], strict=False))
 
 
 def test_measured_candidate_rate_matches_theory():
@@ -57,12 +57,14 @@ def test_measured_candidate_rate_matches_theory():
 
 
 def test_explode_bands_rows_and_keys(spark):
-    schema = T.StructType([
-        T.StructField("id", T.StringType()),
-        T.StructField("signature", T.ArrayType(T.IntegerType())),
-    ])
+    schema = T.StructType(
+        [
+            T.StructField("id", T.StringType()),
+            T.StructField("signature", T.ArrayType(T.IntegerType())),
+        ]
+    )
     sig1 = list(range(12))
-    sig2 = list(range(6)) + [99] * 6   # shares band 0 with sig1 (rows 0..5), not band 1
+    sig2 = list(range(6)) + [99] * 6  # shares band 0 with sig1 (rows 0..5), not band 1
     df = spark.createDataFrame([("a", sig1), ("b", sig2)], schema)
     rows = explode_bands(df, 2, 6).collect()
     assert sorted((r.id, r.band) for r in rows) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
@@ -82,15 +84,22 @@ GOLDEN_BAND_KEYS = [3489607848613141767, -3513857557410735426]
 
 def _slice_keys(bands: int, rows: int):
     """The keys in their first form: xxhash64(band, slice) in a transform."""
-    return F.transform(F.sequence(F.lit(0), F.lit(bands - 1)), lambda i: F.xxhash64(
-        i, F.slice(F.col("signature"), i * rows + 1, F.lit(rows))))
+    return F.transform(
+        F.sequence(F.lit(0), F.lit(bands - 1)),
+        lambda i: F.xxhash64(i, F.slice(F.col("signature"), i * rows + 1, F.lit(rows))),
+    )
 
 
 def _listed_keys(bands: int, rows: int):
     """The keys in their second form: xxhash64(band, value_1, ..., value_r) listed."""
-    return F.expr("array(" + ", ".join(
-        f"xxhash64({b}, " + ", ".join(f"signature[{b * rows + j}]" for j in range(rows)) + ")"
-        for b in range(bands)) + ")")
+    return F.expr(
+        "array("
+        + ", ".join(
+            f"xxhash64({b}, " + ", ".join(f"signature[{b * rows + j}]" for j in range(rows)) + ")"
+            for b in range(bands)
+        )
+        + ")"
+    )
 
 
 def test_band_keys_equal_the_hash_of_each_band_slice(spark):
@@ -101,19 +110,23 @@ def test_band_keys_equal_the_hash_of_each_band_slice(spark):
     import random
 
     rng = random.Random(7)
-    schema = T.StructType([
-        T.StructField("id", T.StringType()),
-        T.StructField("signature", T.ArrayType(T.IntegerType())),
-    ])
+    schema = T.StructType(
+        [
+            T.StructField("id", T.StringType()),
+            T.StructField("signature", T.ArrayType(T.IntegerType())),
+        ]
+    )
     rows = [(f"d{i}", [rng.randrange(0, (1 << 31) - 1) for _ in range(128)]) for i in range(50)]
     df = spark.createDataFrame(rows + [("null", None)], schema)
     for bands, r in ((16, 6), (4, 32), (128, 1)):
-        got = {(row.id, row.band): row.bucket
-               for row in explode_bands(df, bands, r).collect()}
+        got = {(row.id, row.band): row.bucket for row in explode_bands(df, bands, r).collect()}
         assert len(got) == 51 * bands, (bands, r)
         for name, ref in (("slice", _slice_keys(bands, r)), ("listed", _listed_keys(bands, r))):
-            want = {(row.id, band): key for row in df.select("id", ref.alias("k")).collect()
-                    for band, key in enumerate(row.k)}
+            want = {
+                (row.id, band): key
+                for row in df.select("id", ref.alias("k")).collect()
+                for band, key in enumerate(row.k)
+            }
             assert got == want, (bands, r, name)
     # A golden value, so that a change of the hash (or of Spark's) shows.
     golden = spark.createDataFrame([("g", list(range(12)))], schema)

@@ -55,10 +55,53 @@ def test_compare_reports_the_median_round_and_a_failed_run_as_it_failed():
     assert failed["exit"] == 1 and "runs_seconds" not in failed
 
 
-WORDS = ("the harbour was quiet that morning and the boats rocked slowly against the old "
-         "stone wall while gulls circled above the market where traders laid out fish "
-         "bread and baskets of apples for the first customers of the day who came down "
-         "from the hill").split()
+WORDS = [
+    "the",
+    "harbour",
+    "was",
+    "quiet",
+    "that",
+    "morning",
+    "and",
+    "the",
+    "boats",
+    "rocked",
+    "slowly",
+    "against",
+    "the",
+    "old",
+    "stone",
+    "wall",
+    "while",
+    "gulls",
+    "circled",
+    "above",
+    "the",
+    "market",
+    "where",
+    "traders",
+    "laid",
+    "out",
+    "fish",
+    "bread",
+    "and",
+    "baskets",
+    "of",
+    "apples",
+    "for",
+    "the",
+    "first",
+    "customers",
+    "of",
+    "the",
+    "day",
+    "who",
+    "came",
+    "down",
+    "from",
+    "the",
+    "hill",
+]
 
 
 def _renamed_corpus(path: Path) -> dict[str, str]:
@@ -105,9 +148,11 @@ def test_ground_truth_reads_the_given_fields_and_keeps_them_apart_in_its_cache(t
     docs = _bench("quality").load(str(corpus), "url", "content", 5)
     assert set(docs) == set(texts)  # the unreadable lines and the null id left out
     truth = compare.ground_truth(str(corpus), 0.8, str(tmp_path / "truth"), "url", "content")
-    assert set(truth) == {("https://a.example/1", "https://a.example/1-copy"),
-                          ("https://a.example/1", "https://b.example/near"),
-                          ("https://a.example/1-copy", "https://b.example/near")}
+    assert set(truth) == {
+        ("https://a.example/1", "https://a.example/1-copy"),
+        ("https://a.example/1", "https://b.example/near"),
+        ("https://a.example/1-copy", "https://b.example/near"),
+    }
     assert truth[("https://a.example/1", "https://a.example/1-copy")] == 1.0
     assert truth[("https://a.example/1", "https://b.example/near")] == pytest.approx(38 / 44)
     # The default fields read nothing of this corpus: a separate cache entry.
@@ -176,17 +221,36 @@ def test_a_corpus_whose_ids_repeat_stops_compare_before_any_system_runs(tmp_path
         for text in ("crawled again", "and again"):
             fh.write(json.dumps({"url": "https://a.example/1", "content": text}) + "\n")
         fh.write(json.dumps({"url": "https://b.example/near", "content": "twice"}) + "\n")
-    expected = ("2 ids repeat in .*: 'https://a.example/1' \\(x3\\), "
-                "'https://b.example/near' \\(x2\\)\\. Pairs are scored by id")
+    expected = (
+        "2 ids repeat in .*: 'https://a.example/1' \\(x3\\), "
+        "'https://b.example/near' \\(x2\\)\\. Pairs are scored by id"
+    )
     # The ground truth would otherwise keep the last text of an id.
     with pytest.raises(SystemExit, match=expected):
         quality.load(str(corpus), "url", "content", 5)
     work = tmp_path / "work"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "compare.py"), "--corpus", str(corpus),
-         "--work", str(work), "--systems", "lsh-spark,mllib", "--id-col", "url",
-         "--text-col", "content", "--warmup", ""],
-        check=False, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "compare.py"),
+            "--corpus",
+            str(corpus),
+            "--work",
+            str(work),
+            "--systems",
+            "lsh-spark,mllib",
+            "--id-col",
+            "url",
+            "--text-col",
+            "content",
+            "--warmup",
+            "",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1
     assert "2 ids repeat in" in done.stderr and "'https://a.example/1' (x3)" in done.stderr
     assert not work.exists()  # stopped before any system ran
@@ -197,10 +261,15 @@ def test_ids_that_mix_strings_and_numbers_are_refused_by_name(tmp_path):
     # with "a": stopped before anything runs instead of failing after.
     quality = _bench("quality")
     corpus = tmp_path / "c.jsonl"
-    corpus.write_text("".join(json.dumps({"id": i, "text": f"text {n}"}) + "\n"
-                              for n, i in enumerate(["a", 7, "b"])), encoding="utf-8")
-    with pytest.raises(SystemExit, match="are integer and string values; allowed: all "
-                                         "strings or all integers"):
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": i, "text": f"text {n}"}) + "\n" for n, i in enumerate(["a", 7, "b"])
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(
+        SystemExit, match="are integer and string values; allowed: all strings or all integers"
+    ):
         quality.load(str(corpus), "id", "text", 5)
     for ids in (["a", "b"], [1, 2]):
         quality.check_ids(str(corpus), ids)  # one kind: no error

@@ -7,22 +7,26 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lsh_spark.candidates import (
+    DuplicateGroups,
     bucket_members,
     bucket_summary,
     candidate_pairs,
-    DuplicateGroups,
 )
 
-ROWS = T.StructType([
-    T.StructField("id", T.StringType(), False),
-    T.StructField("band", T.IntegerType(), False),
-    T.StructField("bucket", T.LongType(), False),
-    T.StructField("text_hash", T.BinaryType(), False),
-])
-PAIRS = T.StructType([
-    T.StructField("id_a", T.StringType(), True),
-    T.StructField("id_b", T.StringType(), True),
-])
+ROWS = T.StructType(
+    [
+        T.StructField("id", T.StringType(), False),
+        T.StructField("band", T.IntegerType(), False),
+        T.StructField("bucket", T.LongType(), False),
+        T.StructField("text_hash", T.BinaryType(), False),
+    ]
+)
+PAIRS = T.StructType(
+    [
+        T.StructField("id_a", T.StringType(), True),
+        T.StructField("id_b", T.StringType(), True),
+    ]
+)
 
 
 def h(i):
@@ -31,10 +35,14 @@ def h(i):
 
 def test_pairs_from_shared_buckets_distinct_and_ordered(spark):
     rows = [
-        ("c", 0, 10, h(1)), ("a", 0, 10, h(2)), ("b", 0, 10, h(3)),  # bucket of 3
-        ("a", 1, 20, h(2)), ("b", 1, 20, h(3)),                      # same pair again
-        ("d", 0, 30, h(4)),                                          # singleton: dropped
-        ("d", 1, 10, h(4)), ("e", 1, 10, h(5)),                      # same bucket value, other band
+        ("c", 0, 10, h(1)),
+        ("a", 0, 10, h(2)),
+        ("b", 0, 10, h(3)),  # bucket of 3
+        ("a", 1, 20, h(2)),
+        ("b", 1, 20, h(3)),  # same pair again
+        ("d", 0, 30, h(4)),  # singleton: dropped
+        ("d", 1, 10, h(4)),
+        ("e", 1, 10, h(5)),  # same bucket value, other band
     ]
     buckets = bucket_members(spark.createDataFrame(rows, ROWS))
     got = candidate_pairs(buckets, max_bucket_size=100)
@@ -70,7 +78,8 @@ def test_large_bucket_is_bounded_to_star_edges(spark):
 
 def test_exact_duplicate_pairs_list_every_pair_of_a_group_with_jaccard_1(spark):
     df = spark.createDataFrame(
-        [("b", h(1)), ("a", h(1)), ("c", h(1)), ("z", h(2))], "id string, text_hash binary")
+        [("b", h(1)), ("a", h(1)), ("c", h(1)), ("z", h(2))], "id string, text_hash binary"
+    )
     got = {(r.id_a, r.id_b, r.jaccard) for r in DuplicateGroups(df, 5000).pairs().collect()}
     assert got == {("a", "b", 1.0), ("a", "c", 1.0), ("b", "c", 1.0)}
     # Above max_group: star edges to the smallest id.
@@ -80,11 +89,24 @@ def test_exact_duplicate_pairs_list_every_pair_of_a_group_with_jaccard_1(spark):
 
 def test_duplicate_groups_give_every_copy_its_representatives_pairs(spark):
     docs = spark.createDataFrame(
-        [("a", h(1)), ("q", h(1)), ("b", h(2)), ("c", h(2)), ("d", h(2)), ("e", h(3)),
-         ("f", h(4)), ("g", h(4)), ("h", h(4))], "id string, text_hash binary")
+        [
+            ("a", h(1)),
+            ("q", h(1)),
+            ("b", h(2)),
+            ("c", h(2)),
+            ("d", h(2)),
+            ("e", h(3)),
+            ("f", h(4)),
+            ("g", h(4)),
+            ("h", h(4)),
+        ],
+        "id string, text_hash binary",
+    )
     # Verified pairs between representatives (smallest id of each group).
-    near = spark.createDataFrame([("a", "b", 0.9), ("b", "e", 0.85), ("e", "f", 0.8)],
-                                 "id_a string, id_b string, jaccard double")
+    near = spark.createDataFrame(
+        [("a", "b", 0.9), ("b", "e", 0.85), ("e", "f", 0.8)],
+        "id_a string, id_b string, jaccard double",
+    )
     dups = DuplicateGroups(docs, max_group=2)
     got = {(r.id_a, r.id_b, r.jaccard) for r in dups.expand(near, 100).collect()}
     # Group {b, c, d} and {f, g, h} exceed max_group 2: only their representative
@@ -92,11 +114,31 @@ def test_duplicate_groups_give_every_copy_its_representatives_pairs(spark):
     assert got == {("a", "b", 0.9), ("b", "q", 0.9), ("b", "e", 0.85), ("e", "f", 0.8)}
     dups = DuplicateGroups(docs, max_group=3)
     got = {(r.id_a, r.id_b) for r in dups.expand(near, 0).collect()}  # shuffle join
-    assert got == {(x, y) for x, y in [
-        ("a", "b"), ("a", "c"), ("a", "d"), ("b", "q"), ("c", "q"), ("d", "q"),
-        ("b", "e"), ("c", "e"), ("d", "e"), ("e", "f"), ("e", "g"), ("e", "h")]}
-    assert dups.stats() == {"groups": 3, "documents": 8, "largest_group": 3,
-                            "bounded_groups": 0, "expanded_documents": 8, "max_group": 3}
+    assert got == {
+        (x, y)
+        for x, y in [
+            ("a", "b"),
+            ("a", "c"),
+            ("a", "d"),
+            ("b", "q"),
+            ("c", "q"),
+            ("d", "q"),
+            ("b", "e"),
+            ("c", "e"),
+            ("d", "e"),
+            ("e", "f"),
+            ("e", "g"),
+            ("e", "h"),
+        ]
+    }
+    assert dups.stats() == {
+        "groups": 3,
+        "documents": 8,
+        "largest_group": 3,
+        "bounded_groups": 0,
+        "expanded_documents": 8,
+        "max_group": 3,
+    }
     assert DuplicateGroups(docs, 2).stats()["bounded_groups"] == 2
     # No group at all: the pairs come back as they are.
     single = DuplicateGroups(docs.filter("id in ('a', 'b', 'e')"), 3)
@@ -109,22 +151,36 @@ def test_duplicate_groups_planned_for_a_bound_give_the_counted_results(spark, su
     (the member table joined even when empty) give what counting gives, and
     stats are still counted when asked."""
     docs = spark.createDataFrame(
-        [("a", h(1)), ("q", h(1)), ("b", h(2)), ("c", h(2)), ("d", h(2)), ("e", h(3)),
-         ("f", h(4)), ("g", h(4)), ("h", h(4))], "id string, text_hash binary"
+        [
+            ("a", h(1)),
+            ("q", h(1)),
+            ("b", h(2)),
+            ("c", h(2)),
+            ("d", h(2)),
+            ("e", h(3)),
+            ("f", h(4)),
+            ("g", h(4)),
+            ("h", h(4)),
+        ],
+        "id string, text_hash binary",
     ).filter(F.col("id").isin(list(subset)))
-    near = spark.createDataFrame([("a", "b", 0.9), ("b", "e", 0.85), ("e", "f", 0.8)],
-                                 "id_a string, id_b string, jaccard double")
+    near = spark.createDataFrame(
+        [("a", "b", 0.9), ("b", "e", 0.85), ("e", "f", 0.8)],
+        "id_a string, id_b string, jaccard double",
+    )
     counted = DuplicateGroups(docs, max_group=2)
     planned = DuplicateGroups(docs, max_group=2)
     planned.plan_for(len(subset))
     expanded = planned.expand(near, 100)
     assert expanded is not near  # joined, not skipped, whatever the groups hold
-    assert sorted(tuple(r) for r in expanded.collect()) == \
-        sorted(tuple(r) for r in counted.expand(near, 100).collect())
+    assert sorted(tuple(r) for r in expanded.collect()) == sorted(
+        tuple(r) for r in counted.expand(near, 100).collect()
+    )
     copies = planned.copies(100)
     want = counted.copies(100)
-    assert sorted((r.rep, tuple(r.copies)) for r in copies.collect()) == \
-        ([] if want is None else sorted((r.rep, tuple(r.copies)) for r in want.collect()))
+    assert sorted((r.rep, tuple(r.copies)) for r in copies.collect()) == (
+        [] if want is None else sorted((r.rep, tuple(r.copies)) for r in want.collect())
+    )
     assert planned.stats() == counted.stats()
 
 
@@ -134,16 +190,20 @@ def test_persisted_duplicate_groups_give_the_same_results(spark, max_group):
     # persisted member table must serve every method as the plain one does.
     docs = spark.createDataFrame(
         [("a", h(1)), ("q", h(1)), ("b", h(2)), ("c", h(2)), ("d", h(2)), ("e", h(3))],
-        "id string, text_hash binary")
-    near = spark.createDataFrame([("a", "b", 0.9), ("b", "e", 0.85)],
-                                 "id_a string, id_b string, jaccard double")
+        "id string, text_hash binary",
+    )
+    near = spark.createDataFrame(
+        [("a", "b", 0.9), ("b", "e", 0.85)], "id_a string, id_b string, jaccard double"
+    )
 
     def results(dups: DuplicateGroups) -> tuple:
         copies = dups.copies(100)
-        return (dups.stats(),
-                sorted(tuple(r) for r in dups.pairs().collect()),
-                sorted(tuple(r) for r in dups.expand(near, 100).collect()),
-                sorted((r.rep, tuple(r.copies)) for r in copies.collect()))
+        return (
+            dups.stats(),
+            sorted(tuple(r) for r in dups.pairs().collect()),
+            sorted(tuple(r) for r in dups.expand(near, 100).collect()),
+            sorted((r.rep, tuple(r.copies)) for r in copies.collect()),
+        )
 
     plain = results(DuplicateGroups(docs, max_group))
     kept = DuplicateGroups(docs, max_group).persist()
@@ -154,19 +214,27 @@ def test_persisted_duplicate_groups_give_the_same_results(spark, max_group):
         kept.unpersist()
     assert not kept.members.is_cached
     bounded = 1 if max_group == 2 else 0
-    assert plain[0] == {"groups": 2, "documents": 5, "largest_group": 3,
-                        "bounded_groups": bounded, "expanded_documents": 5 - 3 * bounded,
-                        "max_group": max_group}
+    assert plain[0] == {
+        "groups": 2,
+        "documents": 5,
+        "largest_group": 3,
+        "bounded_groups": bounded,
+        "expanded_documents": 5 - 3 * bounded,
+        "max_group": max_group,
+    }
     # The bounded group gets star edges, the others all their pairs.
     assert plain[1] == [("a", "q", 1.0), ("b", "c", 1.0), ("b", "d", 1.0)] + (
-        [] if bounded else [("c", "d", 1.0)])
+        [] if bounded else [("c", "d", 1.0)]
+    )
 
 
 def test_integer_ids_order_numerically(spark):
     schema = T.StructType([T.StructField("id", T.LongType()), *ROWS.fields[1:]])
     rows = [(10, 0, 1, h(1)), (9, 0, 1, h(2)), (100, 0, 1, h(3))]
-    got = {(r.id_a, r.id_b) for r in
-           candidate_pairs(bucket_members(spark.createDataFrame(rows, schema)), 10).collect()}
+    got = {
+        (r.id_a, r.id_b)
+        for r in candidate_pairs(bucket_members(spark.createDataFrame(rows, schema)), 10).collect()
+    }
     assert got == {(9, 10), (9, 100), (10, 100)}
 
 
@@ -176,12 +244,15 @@ def test_bucket_members_equal_a_reference_grouping(spark):
     # orders strings.
     rng = random.Random(5)
     alphabet = ["a", "b", "z", "é", "ß", "中", "😀", "0"]
-    ids = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
-                  for _ in range(300)})
+    ids = sorted(
+        {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4))) for _ in range(300)}
+    )
     texts = {i: h(rng.randrange(40)) for i in ids}  # about 7 documents per text
     rows = [(i, band, rng.randrange(25), texts[i]) for i in ids for band in range(3)]
-    got = {(r.band, r.bucket): (list(r.ids), r.size) for r in
-           bucket_members(spark.createDataFrame(rows, ROWS).repartition(3)).collect()}
+    got = {
+        (r.band, r.bucket): (list(r.ids), r.size)
+        for r in bucket_members(spark.createDataFrame(rows, ROWS).repartition(3)).collect()
+    }
     groups = {}
     for i, band, bucket, text in rows:
         groups.setdefault((band, bucket), {}).setdefault(text, []).append(i)

@@ -1,19 +1,20 @@
 import random
 
 import numpy as np
-
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import types as T
-
-from lsh_spark.cluster import ClusteringDidNotConverge, apply_keep_policy, connected_components
 from reference import reference_components
 
-OUT = T.StructType([
-    T.StructField("id", T.LongType()),
-    T.StructField("cluster_id", T.LongType()),
-    T.StructField("cluster_size", T.LongType()),
-])
+from lsh_spark.cluster import ClusteringDidNotConverge, apply_keep_policy, connected_components
+
+OUT = T.StructType(
+    [
+        T.StructField("id", T.LongType()),
+        T.StructField("cluster_id", T.LongType()),
+        T.StructField("cluster_size", T.LongType()),
+    ]
+)
 
 
 def run(spark, vertices, edges, contract=True):
@@ -34,14 +35,14 @@ def check(spark, vertices, edges):
 def test_long_chain_in_shuffled_order(spark):
     order = list(range(1, 65))
     random.Random(3).shuffle(order)
-    edges = list(zip(order, order[1:]))
+    edges = list(zip(order, order[1:], strict=False))
     check(spark, list(range(1, 70)), edges)  # 65..69 isolated
 
 
 def test_stars_cycles_and_several_components(spark):
-    edges = [(100, i) for i in range(101, 120)]           # star around its min
-    edges += [(205, i) for i in range(200, 205)]          # star around a middle id
-    edges += [(300, 301), (301, 302), (302, 300)]         # triangle
+    edges = [(100, i) for i in range(101, 120)]  # star around its min
+    edges += [(205, i) for i in range(200, 205)]  # star around a middle id
+    edges += [(300, 301), (301, 302), (302, 300)]  # triangle
     edges += [(400, 401), (402, 403), (401, 402), (403, 400), (404, 402)]  # cycle + tail
     vertices = sorted({v for e in edges for v in e} | {999})
     check(spark, vertices, edges)
@@ -67,7 +68,7 @@ def test_no_edges_gives_singletons(spark):
 def test_round_limit_is_an_error_not_a_wrong_answer(spark):
     order = list(range(1, 200))
     random.Random(1).shuffle(order)
-    e = spark.createDataFrame(list(zip(order, order[1:])), "id_a long, id_b long")
+    e = spark.createDataFrame(list(zip(order, order[1:], strict=False)), "id_a long, id_b long")
     v = spark.createDataFrame([(x,) for x in order], "id long")
     with pytest.raises(ClusteringDidNotConverge, match="max-cc-iterations"):
         connected_components(e, v, max_iterations=1, contract=False)
@@ -76,9 +77,11 @@ def test_round_limit_is_an_error_not_a_wrong_answer(spark):
 def test_keep_policies(spark):
     clusters = spark.createDataFrame(
         [("a", "a", 3), ("b", "a", 3), ("c", "a", 3), ("d", "d", 1)],
-        "id string, cluster_id string, cluster_size long")
-    docs = spark.createDataFrame([("a", 10), ("b", 50), ("c", 50), ("d", 1)],
-                                 "id string, text_len int")
+        "id string, cluster_id string, cluster_size long",
+    )
+    docs = spark.createDataFrame(
+        [("a", 10), ("b", 50), ("c", 50), ("d", 1)], "id string, text_len int"
+    )
     keep_min = {r.id for r in apply_keep_policy(clusters, docs, "min-id").collect() if r.keep}
     assert keep_min == {"a", "d"}
     keep_long = {r.id for r in apply_keep_policy(clusters, docs, "longest").collect() if r.keep}
@@ -93,14 +96,15 @@ def _components(n, src, dst):
             parent[x] = parent[parent[x]]
             x = parent[x]
         return x
-    for a, b in zip(src, dst):
+
+    for a, b in zip(src, dst, strict=False):
         parent[find(a)] = find(b)
     return [find(x) for x in range(n)]
 
 
 def _same_partition(x, y):
     """Two labelings describe the same partition of the nodes."""
-    return len(set(zip(x, y))) == len(set(x)) == len(set(y))
+    return len(set(zip(x, y, strict=False))) == len(set(x)) == len(set(y))
 
 
 @pytest.mark.parametrize("sweeps", [1, 2, 32])
@@ -131,10 +135,12 @@ def test_spanning_forest_keeps_the_components_with_no_cycle(seed):
     a, b = np.triu_indices(80, 1)
     keep = rng.random(len(a)) < 0.6
     path = np.arange(100, 250)[::-1]
-    src = np.concatenate([a[keep], path[:-1], np.full(40, 260), rng.integers(310, 450, 90),
-                          [5, 5, 470]])
-    dst = np.concatenate([b[keep], path[1:], np.arange(261, 301), rng.integers(310, 450, 90),
-                          [6, 6, 470]])
+    src = np.concatenate(
+        [a[keep], path[:-1], np.full(40, 260), rng.integers(310, 450, 90), [5, 5, 470]]
+    )
+    dst = np.concatenate(
+        [b[keep], path[1:], np.arange(261, 301), rng.integers(310, 450, 90), [6, 6, 470]]
+    )
     order = rng.permutation(len(src))
     src, dst = src[order], dst[order]
     forest = spanning_forest(src, dst, n)
@@ -151,12 +157,15 @@ def test_dense_family_contracts_to_a_star(spark):
     from lsh_spark.cluster import contract_locally
 
     ids = [f"n{i:03d}" for i in range(60)]
-    edges = spark.createDataFrame([(a, b) for a in ids for b in ids if a < b],
-                                  "src string, dst string").repartition(3)
+    edges = spark.createDataFrame(
+        [(a, b) for a in ids for b in ids if a < b], "src string, dst string"
+    ).repartition(3)
     got = contract_locally(edges).collect()
     assert len(got) <= 3 * 59 and all(r.dst < r.src for r in got)
-    assert len(set(_components(60, [ids.index(r.src) for r in got],
-                               [ids.index(r.dst) for r in got]))) == 1
+    assert (
+        len(set(_components(60, [ids.index(r.src) for r in got], [ids.index(r.dst) for r in got])))
+        == 1
+    )
     # In one partition the family becomes a star on its smallest id.
     star = contract_locally(edges.repartition(1)).collect()
     assert sorted((r.src, r.dst) for r in star) == [(i, "n000") for i in ids[1:]]

@@ -36,10 +36,10 @@ def test_dedup_service_uses_files_and_flags_that_exist():
 
     def host_path(container_path):
         if container_path.startswith("/opt/lsh-spark/"):
-            return os.path.join(ROOT, container_path[len("/opt/lsh-spark/"):])
+            return os.path.join(ROOT, container_path[len("/opt/lsh-spark/") :])
         for mount, src in volumes.items():
             if container_path.startswith(mount + "/") and src.startswith("./"):
-                return os.path.join(ROOT, src[2:], container_path[len(mount) + 1:])
+                return os.path.join(ROOT, src[2:], container_path[len(mount) + 1 :])
         return None
 
     job = next(a for a in cmd if a.endswith(".py"))
@@ -51,7 +51,7 @@ def test_dedup_service_uses_files_and_flags_that_exist():
 
     parser = build_parser("dedup.py", "")
     known = {o for a in parser._actions for o in a.option_strings} | {"--overwrite"}
-    job_args = cmd[cmd.index(job) + 1:]
+    job_args = cmd[cmd.index(job) + 1 :]
     assert {a for a in job_args if a.startswith("--")} <= known
     # Output and checkpoints live on volumes shared with the workers.
     out = cmd[cmd.index("--output") + 1]

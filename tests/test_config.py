@@ -62,22 +62,31 @@ def test_method_settings_live_in_their_own_configs_with_flat_keys():
     cfg = DedupConfig(method="simhash", max_hamming=4, vector_col="features")
     assert cfg.simhash == SimHashConfig(max_hamming=4) and cfg.simhash.blocks == 7
     assert cfg.vectors == VectorConfig(vector_col="features")
-    assert DedupConfig(method="simhash", simhash=SimHashConfig(max_hamming=4)) == \
-        DedupConfig(method="simhash", max_hamming=4)
+    assert DedupConfig(method="simhash", simhash=SimHashConfig(max_hamming=4)) == DedupConfig(
+        method="simhash", max_hamming=4
+    )
     assert VectorConfig(max_distance=0.5).width == 2.0
     with pytest.raises(TypeError, match="max_hammin"):
         DedupConfig(max_hammin=4)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"max_hamming": 33}, "--max-hamming: got 33; allowed: an integer from 0 to 32"),
-    ({"max_hamming": 3, "simhash_blocks": 3},
-     "--simhash-blocks: got 3; allowed: an integer from --max-hamming + 1 (4) to 64"),
-    ({"verify_jaccard": "yes"}, "--verify-jaccard: got 'yes'; allowed: true | false"),
-    ({"max_distance": 0}, "--max-distance: got 0; allowed: a positive number"),
-    ({"method": "pstable"}, "--max-distance: required with --method pstable; allowed: a "
-                            "positive number (pairs at most this far apart are duplicates)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_hamming": 33}, "--max-hamming: got 33; allowed: an integer from 0 to 32"),
+        (
+            {"max_hamming": 3, "simhash_blocks": 3},
+            "--simhash-blocks: got 3; allowed: an integer from --max-hamming + 1 (4) to 64",
+        ),
+        ({"verify_jaccard": "yes"}, "--verify-jaccard: got 'yes'; allowed: true | false"),
+        ({"max_distance": 0}, "--max-distance: got 0; allowed: a positive number"),
+        (
+            {"method": "pstable"},
+            "--max-distance: required with --method pstable; allowed: a "
+            "positive number (pairs at most this far apart are duplicates)",
+        ),
+    ],
+)
 def test_method_config_errors_name_the_flat_flag(kwargs, message):
     with pytest.raises(ConfigError) as err:
         DedupConfig(**kwargs)

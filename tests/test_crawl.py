@@ -19,11 +19,11 @@ import sys
 import time
 
 import pytest
-
 from crawlgen import batches, day
+
+from lsh_spark import index as index_mod
 from lsh_spark.config import DedupConfig
 from lsh_spark.crawl import run_crawl_batch
-from lsh_spark import index as index_mod
 from lsh_spark.index import CrawlIndex, IndexConflict, IndexError, compact
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,7 +71,10 @@ def test_first_batch_creates_the_index(crawl, spark):
     # 10 records: a 404, a request and a JSON response are skipped, a page
     # without text is rejected, the mirror is a duplicate within the batch.
     assert r["warc"]["skipped_by_reason"] == {
-        "http_status: 404": 1, "record_type: request": 1, "not_html: application/json": 1}
+        "http_status: 404": 1,
+        "record_type: request": 1,
+        "not_html: application/json": 1,
+    }
     assert r["rejects_by_reason"] == {"empty_text": 1}
     assert r["counts"]["new_documents"] == 5 and r["counts"]["duplicates_within_batch"] == 1
     dups = spark.read.parquet(str(out / "duplicates")).collect()
@@ -87,10 +90,17 @@ def test_second_batch_finds_copies_of_indexed_pages(crawl, spark):
     assert r["counts"]["duplicates_of_index"] == 2
     assert r["counts"]["duplicates_within_batch"] == 1
     assert urls(spark, out, "deduped") == [
-        "https://news.example/moz/1", "https://news.example/nyt/2", "https://news.example/wapo/2"]
+        "https://news.example/moz/1",
+        "https://news.example/nyt/2",
+        "https://news.example/wapo/2",
+    ]
     dups = {row["id"]: row for row in spark.read.parquet(str(out / "duplicates")).collect()}
-    index_docs = {row["id"]: row["url"] for row in CrawlIndex(spark, str(crawl["index"]))
-                  .docs(CrawlIndex(spark, str(crawl["index"])).current()).collect()}
+    index_docs = {
+        row["id"]: row["url"]
+        for row in CrawlIndex(spark, str(crawl["index"]))
+        .docs(CrawlIndex(spark, str(crawl["index"])).current())
+        .collect()
+    }
     by_url = {}
     deduped_raw = spark.read.parquet(str(crawl["root"] / "out" / "batch-2" / "deduped"))
     batch_urls = {row["id"]: row["url"] for row in deduped_raw.collect()}
@@ -130,7 +140,7 @@ def test_third_batch_and_keep_oldest_supersedes(crawl, spark, tmp_path):
     shutil.copytree(crawl["index"], index)
     out = tmp_path / "out"
     r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(out), CFG)
-    assert r["counts"]["duplicates_of_index"] == 1       # near copy of nyt/2 (batch 2)
+    assert r["counts"]["duplicates_of_index"] == 1  # near copy of nyt/2 (batch 2)
     assert r["counts"]["superseded_index_documents"] == 1  # ars/1, by an older copy
     sup = spark.read.parquet(str(out / "superseded")).collect()
     assert len(sup) == 1 and 0.8 <= sup[0]["jaccard"] < 1.0
@@ -143,18 +153,29 @@ def test_third_batch_and_keep_oldest_supersedes(crawl, spark, tmp_path):
     # --keep newest on the same state: the archive copy is a duplicate instead
     index2 = tmp_path / "index2"
     shutil.copytree(crawl["index"], index2)
-    r2 = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index2), str(tmp_path / "o2"),
-                         CFG, keep="newest")
+    r2 = run_crawl_batch(
+        spark, crawl["batches"]["batch-3"], str(index2), str(tmp_path / "o2"), CFG, keep="newest"
+    )
     assert r2["counts"]["superseded_index_documents"] == 1  # nyt/2 replaced by its copy
-    assert r2["counts"]["duplicates_of_index"] == 1         # the older archive copy of ars
+    assert r2["counts"]["duplicates_of_index"] == 1  # the older archive copy of ars
 
 
-OLD_DOCS_ORDER = ("doc", "id", "url", "fetch_time", "content_digest", "batch_id",
-                  "added_version", "text_hash", "text_len", "num_shingles", "shingles")
+OLD_DOCS_ORDER = (
+    "doc",
+    "id",
+    "url",
+    "fetch_time",
+    "content_digest",
+    "batch_id",
+    "added_version",
+    "text_hash",
+    "text_len",
+    "num_shingles",
+    "shingles",
+)
 
 
-def test_an_index_of_the_earlier_layout_is_read_and_compacts_to_the_new_one(crawl, spark,
-                                                                           tmp_path):
+def test_an_index_of_the_earlier_layout_is_read_and_compacts_to_the_new_one(crawl, spark, tmp_path):
     """Segments written before layout 2 (files in the earlier column order, no
     layout or table sizes in the manifest) are read whole, give the same
     results, and compaction rewrites them in the current layout."""
@@ -174,11 +195,12 @@ def test_an_index_of_the_earlier_layout_is_read_and_compacts_to_the_new_one(craw
     manifest_file.write_text(json.dumps(data))
     (index / "_manifests" / f".v{m.version:08d}.json.crc").unlink(missing_ok=True)
 
-    r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "o"),
-                        CFG)
+    r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "o"), CFG)
     assert r["lookup"]["document_table_read"] == {
-        "keys": r["lookup"]["index_documents_looked_up"], "expected_read_fraction": 1.0,
-        "how": "scan"}
+        "keys": r["lookup"]["index_documents_looked_up"],
+        "expected_read_fraction": 1.0,
+        "how": "scan",
+    }
     assert r["counts"]["duplicates_of_index"] == 1
     assert r["counts"]["superseded_index_documents"] == 1
     assert r["index"]["after"]["documents"] == 8 + 3 - 1
@@ -202,19 +224,22 @@ def test_a_run_that_dies_leaves_the_index_as_it_was(crawl, spark, tmp_path, monk
     def die(*a, **k):
         raise RuntimeError("killed at " + where)
 
-    target = {"stage_verify": (crawl_mod, "stage_verify"), "_lookup": (crawl_mod, "_lookup"),
-              "write_segment": (index_mod.CrawlIndex, "write_segment"),
-              "rename_new": (FileSystem, "rename_new")}[where]
+    target = {
+        "stage_verify": (crawl_mod, "stage_verify"),
+        "_lookup": (crawl_mod, "_lookup"),
+        "write_segment": (index_mod.CrawlIndex, "write_segment"),
+        "rename_new": (FileSystem, "rename_new"),
+    }[where]
     with monkeypatch.context() as m:
         m.setattr(*target, die)
         with pytest.raises(RuntimeError, match="killed at"):
-            run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index),
-                            str(tmp_path / "out"), CFG)
+            run_crawl_batch(
+                spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "out"), CFG
+            )
     assert tree_digest(str(index), skip=("_staging",)) == before
     assert not os.listdir(index / "_staging")
     # and the batch then runs normally
-    r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "out"),
-                        CFG)
+    r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "out"), CFG)
     assert r["status"] == "committed" and r["index"]["after"]["version"] == 3
 
 
@@ -226,8 +251,13 @@ def test_conflicting_commit_and_wrong_parameters_are_refused(crawl, spark, tmp_p
     with pytest.raises(IndexConflict, match="moved from version 1 to 2"):
         idx.commit(stale, type(stale)(version=2, params=stale.params), [])
     with pytest.raises(IndexError, match=r"--num-perm: got 64 but the index .* built with 128"):
-        run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "o"),
-                        DedupConfig(num_perm=64))
+        run_crawl_batch(
+            spark,
+            crawl["batches"]["batch-3"],
+            str(index),
+            str(tmp_path / "o"),
+            DedupConfig(num_perm=64),
+        )
     assert idx.current().version == 2
 
 
@@ -237,18 +267,23 @@ def test_compaction_keeps_the_content_and_lookups_work(crawl, spark, tmp_path, m
     run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "o3"), CFG)
     idx = CrawlIndex(spark, str(index))
     cols = ("doc", "id", "url", "fetch_time", "batch_id", "added_version", "shingles")
-    docs_before = sorted(tuple(map(str, (r[c] for c in cols)))
-                         for r in idx.docs(idx.current()).collect())
+    docs_before = sorted(
+        tuple(map(str, (r[c] for c in cols))) for r in idx.docs(idx.current()).collect()
+    )
     bands_before = sorted(
-        tuple(r) for r in idx.bands(idx.current())
-        .join(idx.docs(idx.current()).select("doc"), "doc", "left_semi").collect())
+        tuple(r)
+        for r in idx.bands(idx.current())
+        .join(idx.docs(idx.current()).select("doc"), "doc", "left_semi")
+        .collect()
+    )
     result = compact(spark, str(index))
     assert result["before"]["segments"] == 3 and result["after"]["segments"] == 1
     assert result["after"]["documents"] == result["before"]["documents"] == 10
     m = idx.current()
     assert m.version == 4 and len(m.batches) == 3
-    assert sorted(tuple(map(str, (r[c] for c in cols)))
-                  for r in idx.docs(m).collect()) == docs_before
+    assert (
+        sorted(tuple(map(str, (r[c] for c in cols))) for r in idx.docs(m).collect()) == docs_before
+    )
     assert sorted(tuple(r) for r in idx.bands(m).collect()) == bands_before
     assert os.listdir(index / "segments") == [m.segments[0]["name"]]
     assert m.segments[0]["layout"] == index_mod.LAYOUT
@@ -258,10 +293,15 @@ def test_compaction_keeps_the_content_and_lookups_work(crawl, spark, tmp_path, m
     # group, which a scan reads as cheaply)
     monkeypatch.setattr(index_mod, "MAX_READ_FRACTION", 1.0)
     from crawlgen import page, write_warc
+
     b4 = tmp_path / "batch-4"
-    write_warc(str(b4 / "x.warc.gz"), [
-        dict(url="https://late.example/lwn", date=day(20), html=page("lwn-1")),
-        dict(url="https://new.example/moz/2", date=day(20), html=page("mozilla-2"))])
+    write_warc(
+        str(b4 / "x.warc.gz"),
+        [
+            dict(url="https://late.example/lwn", date=day(20), html=page("lwn-1")),
+            dict(url="https://new.example/moz/2", date=day(20), html=page("mozilla-2")),
+        ],
+    )
     r = run_crawl_batch(spark, str(b4), str(index), str(tmp_path / "o4"), CFG)
     assert r["lookup"]["band_table_read"]["how"] == "row-group skipping"
     assert r["lookup"]["document_table_read"]["how"] == "row-group skipping"
@@ -274,12 +314,20 @@ def test_compaction_keeps_the_content_and_lookups_work(crawl, spark, tmp_path, m
 def test_already_indexed_record_ids_are_rejected(crawl, spark, tmp_path):
     index = tmp_path / "index"
     shutil.copytree(crawl["index"], index)
-    r = run_crawl_batch(spark, crawl["batches"]["batch-2"], str(index), str(tmp_path / "o"),
-                        CFG, batch_id="batch-2-under-another-id")
+    r = run_crawl_batch(
+        spark,
+        crawl["batches"]["batch-2"],
+        str(index),
+        str(tmp_path / "o"),
+        CFG,
+        batch_id="batch-2-under-another-id",
+    )
     assert r["counts"]["already_indexed"] == 3  # the three new pages of batch 2
     assert r["counts"]["new_documents"] == 0
-    reasons = {row["reason"].split(":")[0]
-               for row in spark.read.parquet(str(tmp_path / "o" / "rejects")).collect()}
+    reasons = {
+        row["reason"].split(":")[0]
+        for row in spark.read.parquet(str(tmp_path / "o" / "rejects")).collect()
+    }
     assert reasons == {"already_indexed"}
 
 
@@ -291,13 +339,27 @@ def test_spark_submit_killed_mid_run_leaves_the_index_unchanged(crawl, tmp_path)
     shutil.copytree(crawl["index"], index)
     before = tree_digest(str(index))
     out = tmp_path / "out"
-    cmd = [os.path.join(os.path.dirname(sys.executable), "spark-submit"),
-           "--master", "local[2]", os.path.join(ROOT, "jobs", "crawl_dedup.py"),
-           "--batch", crawl["batches"]["batch-3"], "--index", str(index), "--output", str(out)]
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, env=env)
+    cmd = [
+        os.path.join(os.path.dirname(sys.executable), "spark-submit"),
+        "--master",
+        "local[2]",
+        os.path.join(ROOT, "jobs", "crawl_dedup.py"),
+        "--batch",
+        crawl["batches"]["batch-3"],
+        "--index",
+        str(index),
+        "--output",
+        str(out),
+    ]
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    )
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
+    )
     try:
         deadline = time.time() + 240
         killed = False
@@ -328,25 +390,45 @@ def test_cli_arguments_and_config_file(tmp_path, spark):
     from lsh_spark.config import ConfigError
 
     spec = importlib.util.spec_from_file_location(
-        "crawl_job", os.path.join(ROOT, "jobs", "crawl_dedup.py"))
+        "crawl_job", os.path.join(ROOT, "jobs", "crawl_dedup.py")
+    )
     job = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(job)
     conf = tmp_path / "crawl.yaml"
     conf.write_text("keep: newest\nthreshold: 0.85\n")
-    args, cfg = parse(job.build_crawl_parser(),
-                      ["--batch", "b", "--index", "i", "--output", "o", "--config", str(conf)])
+    args, cfg = parse(
+        job.build_crawl_parser(),
+        ["--batch", "b", "--index", "i", "--output", "o", "--config", str(conf)],
+    )
     assert args.keep == "newest" and cfg.threshold == 0.85
-    args, _ = parse(job.build_crawl_parser(), ["--batch", "b", "--index", "i", "--output", "o",
-                                               "--config", str(conf), "--keep", "oldest"])
+    args, _ = parse(
+        job.build_crawl_parser(),
+        [
+            "--batch",
+            "b",
+            "--index",
+            "i",
+            "--output",
+            "o",
+            "--config",
+            str(conf),
+            "--keep",
+            "oldest",
+        ],
+    )
     assert args.keep == "oldest"  # the command line wins
     with pytest.raises(SystemExit) as exc:
-        parse(job.build_crawl_parser(), ["--batch", "b", "--index", "i", "--output", "o",
-                                         "--keep", "min-id"])
+        parse(
+            job.build_crawl_parser(),
+            ["--batch", "b", "--index", "i", "--output", "o", "--keep", "min-id"],
+        )
     assert exc.value.code == 2
     with pytest.raises(ConfigError, match="--batch: path does not exist"):
-        run_crawl_batch(spark, str(tmp_path / "missing"), str(tmp_path / "i"),
-                        str(tmp_path / "o"), CFG)
+        run_crawl_batch(
+            spark, str(tmp_path / "missing"), str(tmp_path / "i"), str(tmp_path / "o"), CFG
+        )
     allowed = re.escape("--keep: got 'min-id'; allowed: oldest | newest")
     with pytest.raises(ConfigError, match=allowed):
-        run_crawl_batch(spark, str(tmp_path), str(tmp_path / "i"), str(tmp_path / "o"), CFG,
-                        keep="min-id")
+        run_crawl_batch(
+            spark, str(tmp_path), str(tmp_path / "i"), str(tmp_path / "o"), CFG, keep="min-id"
+        )

@@ -14,20 +14,20 @@ TEXTS = [
     ("b", "THE QUICK brown fox jumps over the lazy dog again and again!!"),
     ("c", "Straße ＡＢＣ naïve café"),
     ("d", "short"),
-    ("e", "!!! ??? ..."),          # no letters or digits: no_text_content
-    ("f", ""),                     # empty: rejected before normalization
-    ("g", None),                   # missing
+    ("e", "!!! ??? ..."),  # no letters or digits: no_text_content
+    ("f", ""),  # empty: rejected before normalization
+    ("g", None),  # missing
     ("h", "東京都 の 天気 は 晴れ です"),
     # Control characters: rejected in the JVM on the Spark path, in the Arrow
     # pass on the fused one; shares that end in .5 show both round half up.
-    ("i", "\x01abcdefg"),                       # 1 of 8: 12.5% -> 13%
-    ("j", "\ufffdabcdefg"),                     # U+FFFD, 1 of 8
-    ("k", "\x00\x1f\x7fabcde"),                 # 3 of 8: 37.5% -> 38%
-    ("l", "\x02" * 13 + "word " * 37 + "xx"),   # 13 of 200: 6.5% -> 7%
-    ("m", "\x03" + "a" * 39),                   # 2.5%: accepted
-    ("n", "\x0b" + "b" * 19),                   # exactly 5%: accepted
-    ("o", "tab\tnew\nline\rfeed\fend"),         # white space is not binary
-    ("p", "é\x01xy"),                           # 1 of 4 characters, not of 5 bytes
+    ("i", "\x01abcdefg"),  # 1 of 8: 12.5% -> 13%
+    ("j", "\ufffdabcdefg"),  # U+FFFD, 1 of 8
+    ("k", "\x00\x1f\x7fabcde"),  # 3 of 8: 37.5% -> 38%
+    ("l", "\x02" * 13 + "word " * 37 + "xx"),  # 13 of 200: 6.5% -> 7%
+    ("m", "\x03" + "a" * 39),  # 2.5%: accepted
+    ("n", "\x0b" + "b" * 19),  # exactly 5%: accepted
+    ("o", "tab\tnew\nline\rfeed\fend"),  # white space is not binary
+    ("p", "é\x01xy"),  # 1 of 4 characters, not of 5 bytes
 ]
 
 
@@ -43,8 +43,10 @@ def test_packed_features_hold_the_same_sets(spark):
     assert packed.schema["shingles"].dataType.simpleString() == "binary"
     assert_df_equality(packed.drop("shingles"), lists.drop("shingles"), ignore_row_order=True)
     want = {r.id: r.shingles for r in lists.collect()}
-    got = {r.id: None if r.shingles is None else np.frombuffer(r.shingles, "<i8").tolist()
-           for r in packed.collect()}
+    got = {
+        r.id: None if r.shingles is None else np.frombuffer(r.shingles, "<i8").tolist()
+        for r in packed.collect()
+    }
     assert got == want and sum(v is not None for v in got.values()) >= 8
 
 
@@ -54,17 +56,32 @@ def test_fused_features_equal_the_spark_path(spark, passed_len):
     # the JVM passed on (char_lengths), with the same text_len.
     raw = spark.createDataFrame(TEXTS, "id string, text string")
     got = word_minhash_features(
-        checked_texts(raw, "text", 1000, binary=False, passed_len=passed_len), 3, 5, 16)
+        checked_texts(raw, "text", 1000, binary=False, passed_len=passed_len), 3, 5, 16
+    )
     prepared = prepare(raw, "text", 1000)
     ok = F.col("reason").isNull()
-    feats = add_shingles(prepared.select(
-        "id", "text_len", "reason",
-        F.when(ok, text_hash(F.col("norm"), 5)).alias("text_hash"),
-        F.when(ok, F.col("norm")).alias("norm")), "word", 3, 5).drop("norm")
+    feats = add_shingles(
+        prepared.select(
+            "id",
+            "text_len",
+            "reason",
+            F.when(ok, text_hash(F.col("norm"), 5)).alias("text_hash"),
+            F.when(ok, F.col("norm")).alias("norm"),
+        ),
+        "word",
+        3,
+        5,
+    ).drop("norm")
     sigs = minhash(feats.filter(ok).select("id", "shingles"), 16, 5)
     expected = feats.join(sigs.select("id", "signature"), "id", "left").select(
-        "id", "text_len", "reason", "text_hash", "shingles", "signature",
-        F.coalesce(F.size("shingles"), F.lit(0)).cast("int").alias("num_shingles"))
+        "id",
+        "text_len",
+        "reason",
+        "text_hash",
+        "shingles",
+        "signature",
+        F.coalesce(F.size("shingles"), F.lit(0)).cast("int").alias("num_shingles"),
+    )
     got = got.withColumn("num_shingles", F.col("num_shingles").cast("int"))
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
     reasons = {r.id: r.reason for r in got.collect()}

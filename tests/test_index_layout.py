@@ -36,22 +36,32 @@ def built(spark, tmp_path_factory):
     index = CrawlIndex(spark, root)
     ids = spark.range(N_DOCS).select(F.format_string("doc-%05d", "id").alias("id"))
     docs = ids.select(
-        index_mod.doc_key(F.col("id")).alias("doc"), "id",
+        index_mod.doc_key(F.col("id")).alias("doc"),
+        "id",
         F.concat(F.lit("https://example.org/"), "id").alias("url"),
         F.lit(None).cast("timestamp").alias("fetch_time"),
-        F.lit(None).cast("string").alias("content_digest"), F.lit("b-1").alias("batch_id"),
-        F.lit(1).alias("added_version"), F.lit(None).cast("binary").alias("text_hash"),
-        F.lit(100).alias("text_len"), F.lit(40).alias("num_shingles"),
-        F.transform(F.sequence(F.lit(1), F.lit(40)),
-                    lambda i: F.xxhash64(F.col("id"), i)).alias("shingles"))
+        F.lit(None).cast("string").alias("content_digest"),
+        F.lit("b-1").alias("batch_id"),
+        F.lit(1).alias("added_version"),
+        F.lit(None).cast("binary").alias("text_hash"),
+        F.lit(100).alias("text_len"),
+        F.lit(40).alias("num_shingles"),
+        F.transform(F.sequence(F.lit(1), F.lit(40)), lambda i: F.xxhash64(F.col("id"), i)).alias(
+            "shingles"
+        ),
+    )
     bands = ids.select(F.explode(F.sequence(F.lit(0), F.lit(3))).alias("band"), "id").select(
-        F.xxhash64("band", "id").alias("bucket"), index_mod.doc_key(F.col("id")).alias("doc"))
+        F.xxhash64("band", "id").alias("bucket"), index_mod.doc_key(F.col("id")).alias("doc")
+    )
     removed = spark.createDataFrame([], "doc bigint, id string")
     name = index.new_segment_name(1)
     # About 1 MB of documents in files of 256 KB: 4 files.
     stats = index.write_segment(name, docs, bands, removed, 1 << 20, file_bytes=256 << 10)
-    manifest = Manifest(version=1, params=index_params(DedupConfig()),
-                        segments=[segment_entry(stats, 1, "b-1", "batch")])
+    manifest = Manifest(
+        version=1,
+        params=index_params(DedupConfig()),
+        segments=[segment_entry(stats, 1, "b-1", "batch")],
+    )
     index.commit(None, manifest, [name])
     mp.undo()
     return index, index.current(), stats
@@ -62,11 +72,18 @@ def _stats(path: str, column: str) -> list[list[tuple[int, int]]]:
     out = []
     for f in sorted(glob.glob(os.path.join(path, "*.parquet"))):
         md = pq.ParquetFile(f).metadata
-        col = [md.row_group(0).column(i).path_in_schema
-               for i in range(md.num_columns)].index(column)
-        out.append([(md.row_group(g).column(col).statistics.min,
-                     md.row_group(g).column(col).statistics.max)
-                    for g in range(md.num_row_groups)])
+        col = [md.row_group(0).column(i).path_in_schema for i in range(md.num_columns)].index(
+            column
+        )
+        out.append(
+            [
+                (
+                    md.row_group(g).column(col).statistics.min,
+                    md.row_group(g).column(col).statistics.max,
+                )
+                for g in range(md.num_row_groups)
+            ]
+        )
     return out
 
 
@@ -81,7 +98,7 @@ def test_each_file_holds_one_sorted_key_range(built):
         assert t["row_groups"] == sum(map(len, files)) >= 4 * t["files"]
         groups = sorted(g for f in files for g in f)
         # Row groups, across all files, cover disjoint key ranges in order.
-        for (lo, hi), (nlo, _) in zip(groups, groups[1:]):
+        for (lo, hi), (nlo, _) in zip(groups, groups[1:], strict=False):
             assert lo <= hi < nlo
     assert index.docs(manifest).count() == N_DOCS
 
@@ -93,12 +110,14 @@ def test_pushdown_lookup_returns_what_a_scan_returns(built, spark):
     assert len(keys) > 2 * index_mod.PUSHDOWN_CHUNK  # several chunks of the OR
     absent = [1, 2, 3]  # keys that match nothing
     key_df = spark.createDataFrame([(k,) for k in keys + absent], "doc bigint")
-    found, facts = index.lookup(manifest, "docs", "doc", key_df, len(keys) + 3,
-                                max_read_fraction=1.0)
+    found, facts = index.lookup(
+        manifest, "docs", "doc", key_df, len(keys) + 3, max_read_fraction=1.0
+    )
     assert facts["how"] == "row-group skipping"
     scan = all_docs.join(key_df, "doc", "left_semi")
-    assert sorted(map(tuple, found.select("doc", "id").collect())) == \
-        sorted(map(tuple, scan.collect()))
+    assert sorted(map(tuple, found.select("doc", "id").collect())) == sorted(
+        map(tuple, scan.collect())
+    )
     assert found.count() == len(keys)
 
 
@@ -114,8 +133,9 @@ def test_a_lookup_of_few_keys_reads_few_row_groups(built, spark):
     assert sorted(r["doc"] for r in found.select("doc", "shingles").collect()) == sorted(keys)
     pushed = bytes_read(spark) - before
     before = bytes_read(spark)
-    scanned = index.docs(manifest).join(key_df, "doc", "left_semi").select(
-        "doc", "shingles").collect()
+    scanned = (
+        index.docs(manifest).join(key_df, "doc", "left_semi").select("doc", "shingles").collect()
+    )
     full = bytes_read(spark) - before
     assert len(scanned) == 3
     assert full >= 0.9 * docs_bytes

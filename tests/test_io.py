@@ -8,10 +8,17 @@ from lsh_spark.config import ConfigError, DedupConfig
 from lsh_spark.io import InputError, check_unique_ids, detect_format, read_corpus
 
 
-@pytest.mark.parametrize("names, fmt", [
-    (["a.jsonl"], "jsonl"), (["a.json.gz", "b.jsonl.gz"], "jsonl"), (["p/x.parquet"], "parquet"),
-    (["a.csv"], "csv"), (["a.tsv.gz"], "csv"), (["a.txt", "b.txt.bz2"], "text"),
-])
+@pytest.mark.parametrize(
+    "names, fmt",
+    [
+        (["a.jsonl"], "jsonl"),
+        (["a.json.gz", "b.jsonl.gz"], "jsonl"),
+        (["p/x.parquet"], "parquet"),
+        (["a.csv"], "csv"),
+        (["a.tsv.gz"], "csv"),
+        (["a.txt", "b.txt.bz2"], "text"),
+    ],
+)
 def test_detect_format(names, fmt):
     assert detect_format(names) == fmt
 
@@ -38,7 +45,8 @@ def test_gzip_jsonl_with_custom_columns(spark, tmp_path):
 
 def test_parquet_with_integer_ids(spark, tmp_path):
     spark.createDataFrame([(1, "a b"), (2, None)], "id long, text string").write.parquet(
-        str(tmp_path / "p"))
+        str(tmp_path / "p")
+    )
     df, facts = read_corpus(spark, str(tmp_path / "p"), DedupConfig())
     assert facts["format"] == "parquet"
     assert sorted(r.id for r in df.collect()) == [1, 2]
@@ -73,8 +81,9 @@ def test_non_string_text_column_is_refused(spark, tmp_path):
 
 
 def test_duplicate_ids_are_named(spark):
-    df = spark.createDataFrame([("a",), ("b",), ("a",), ("c",), ("c",), ("c",), (None,), (None,)],
-                               "id string")
+    df = spark.createDataFrame(
+        [("a",), ("b",), ("a",), ("c",), ("c",), ("c",), (None,), (None,)], "id string"
+    )
     with pytest.raises(InputError, match=r"'a' \(x2\), 'c' \(x3\)"):
         check_unique_ids(df)
 
@@ -104,10 +113,13 @@ def test_outputs_read_back_with_the_schema_spark_infers(spark, tmp_path, kind):
     # Non-null columns, an array without null elements, a struct, a map, bytes,
     # and a column with metadata: Parquet gives them all back nullable.
     df = spark.range(3).select(
-        "id", F.array("id", F.lit(7)).alias("a"),
+        "id",
+        F.array("id", F.lit(7)).alias("a"),
         F.struct(F.col("id").alias("x"), F.lit("s").alias("y")).alias("s"),
-        F.create_map(F.lit("k"), F.col("id")).alias("m"), F.lit(b"\x00").alias("b"),
-        F.col("id").cast("string").alias("t", metadata={"note": "kept"}))
+        F.create_map(F.lit("k"), F.col("id")).alias("m"),
+        F.lit(b"\x00").alias("b"),
+        F.col("id").cast("string").alias("t", metadata={"note": "kept"}),
+    )
     out.write(df, "d")
     assert out.read("d").schema == spark.read.parquet(out.path("d")).schema
     assert not df.schema["id"].nullable and out.read("d").schema["id"].nullable
@@ -130,11 +142,10 @@ def _late_corpus(path, late_id):
     words = [f"w{i}" for i in range(400)]
     rows = []
     for i in range(40):
-        text = " ".join(words[(i // 2) * 9:(i // 2) * 9 + 30])
+        text = " ".join(words[(i // 2) * 9 : (i // 2) * 9 + 30])
         rows.append({"id": i, "text": text + (" extra" if i % 2 else "")})
     rows.append({"id": late_id, "text": " ".join(words[300:340]), "late": "kept"})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
 
 
 @pytest.mark.parametrize("late_id", [40, "late"])
@@ -157,8 +168,14 @@ def test_dedup_types_ids_from_the_whole_input_and_keeps_every_column(spark, tmp_
 def _tree(root):
     """Data files, hidden ones, ``_`` ones, a Hadoop checksum file and a nested dir."""
     (root / "sub" / ".hid").mkdir(parents=True)
-    for name, text in {"a.txt": "aaaa", "sub/b.txt": "bb", "sub/.h.txt": "h", "_x.txt": "x",
-                       "sub/.hid/c.txt": "ccc", ".a.txt.crc": "crc!"}.items():
+    for name, text in {
+        "a.txt": "aaaa",
+        "sub/b.txt": "bb",
+        "sub/.h.txt": "h",
+        "_x.txt": "x",
+        "sub/.hid/c.txt": "ccc",
+        ".a.txt.crc": "crc!",
+    }.items():
         (root / name).write_text(text)
 
 
@@ -167,8 +184,16 @@ def test_file_system_qualifies_local_paths_as_hadoop_did(spark, tmp_path, monkey
 
     fs = FileSystem(spark, str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    for given in (f"{tmp_path}/d", f"{tmp_path}/d/", f"file://{tmp_path}/d", f"file:{tmp_path}/d",
-                  f"{tmp_path}//d", f"{tmp_path}/x/../d", "d", "./d/"):
+    for given in (
+        f"{tmp_path}/d",
+        f"{tmp_path}/d/",
+        f"file://{tmp_path}/d",
+        f"file:{tmp_path}/d",
+        f"{tmp_path}//d",
+        f"{tmp_path}/x/../d",
+        "d",
+        "./d/",
+    ):
         assert fs.qualify(given) == f"file:{tmp_path}/d", given
     assert fs.qualify(f"{tmp_path}/a b") == f"file:{tmp_path}/a b"  # not URL-encoded
 
@@ -183,12 +208,17 @@ def test_file_system_lists_fingerprints_and_sizes_a_tree(spark, tmp_path):
     assert not fs.is_dir(f"{root}/a.txt") and not fs.exists(f"{root}/nope")
     # Hidden and _ files are left out by their own names; a hidden directory's are not
     # (as Hadoop's recursive listing did).
-    assert fs.list_files(str(tmp_path / "t")) == [f"{root}/a.txt", f"{root}/sub/.hid/c.txt",
-                                                  f"{root}/sub/b.txt"]
+    assert fs.list_files(str(tmp_path / "t")) == [
+        f"{root}/a.txt",
+        f"{root}/sub/.hid/c.txt",
+        f"{root}/sub/b.txt",
+    ]
     fp = fs.fingerprint(root)
-    assert [(n, size) for n, size, _ in fp] == [(f"{root}/a.txt", 4),
-                                                (f"{root}/sub/.hid/c.txt", 3),
-                                                (f"{root}/sub/b.txt", 2)]
+    assert [(n, size) for n, size, _ in fp] == [
+        (f"{root}/a.txt", 4),
+        (f"{root}/sub/.hid/c.txt", 3),
+        (f"{root}/sub/b.txt", 2),
+    ]
     assert all(abs(t / 1000 - os.path.getmtime(n[5:])) < 1 for n, _, t in fp)  # ms
     assert fs.fingerprint(f"{root}/a.txt") == fp[:1]
     assert fs.list_names(root) == ["_x.txt", "a.txt", "sub"]  # no checksum file
@@ -201,8 +231,8 @@ def test_file_system_writes_reads_renames_and_deletes(spark, tmp_path):
     from lsh_spark.io import FileSystem
 
     fs = FileSystem(spark, str(tmp_path))
-    fs.write_text(f"{tmp_path}/new/dir/m.json", "{\"é\": 1}\r\n")  # creates the parents
-    assert fs.read_text(f"file:{tmp_path}/new/dir/m.json") == "{\"é\": 1}\r\n"
+    fs.write_text(f"{tmp_path}/new/dir/m.json", '{"é": 1}\r\n')  # creates the parents
+    assert fs.read_text(f"file:{tmp_path}/new/dir/m.json") == '{"é": 1}\r\n'
     fs.write_bytes(f"{tmp_path}/new/b.bin", b"\x00\x01")
     assert (tmp_path / "new" / "b.bin").read_bytes() == b"\x00\x01"
     fs.write_text(f"{tmp_path}/new/dir/other.json", "{}")
@@ -233,8 +263,11 @@ def test_file_system_counts_parquet_row_groups_from_footers(spark, tmp_path):
 def test_file_system_names_an_unsupported_scheme(spark):
     from lsh_spark.io import FileSystem
 
-    with pytest.raises(ConfigError, match=r"'gs' is not supported; supported: local paths, "
-                                          r"file:, hdfs://, s3://, s3a://, s3n://"):
+    with pytest.raises(
+        ConfigError,
+        match=r"'gs' is not supported; supported: local paths, "
+        r"file:, hdfs://, s3://, s3a://, s3n://",
+    ):
         FileSystem(spark, "gs://bucket/corpus")
 
 

@@ -25,16 +25,36 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "data", "sample", "corpus.jsonl")
 JOBS = os.path.join(ROOT, "jobs")
 SPARK_SUBMIT = os.path.join(os.path.dirname(sys.executable), "spark-submit")
-FLAGS = ["--input", "--output", "--config", "--format", "--id-col", "--text-col", "--threshold",
-         "--num-perm", "--bands", "--rows", "--shingle", "--k", "--seed", "--keep"]
+FLAGS = [
+    "--input",
+    "--output",
+    "--config",
+    "--format",
+    "--id-col",
+    "--text-col",
+    "--threshold",
+    "--num-perm",
+    "--bands",
+    "--rows",
+    "--shingle",
+    "--k",
+    "--seed",
+    "--keep",
+]
 
 
 def submit(job: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    cmd = [SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           os.path.join(JOBS, job), *args]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    cmd = [
+        SPARK_SUBMIT,
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        os.path.join(JOBS, job),
+        *args,
+    ]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def job_lines(proc: subprocess.CompletedProcess, job: str) -> list[str]:
@@ -49,8 +69,10 @@ def job_lines(proc: subprocess.CompletedProcess, job: str) -> list[str]:
 
 
 def explain(proc: subprocess.CompletedProcess) -> str:
-    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n" \
-           f"{proc.stderr[-5000:]}"
+    return (
+        f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n"
+        f"{proc.stderr[-5000:]}"
+    )
 
 
 def read_report(output) -> dict:
@@ -73,13 +95,17 @@ def test_help_lists_every_flag(require_spark_submit):
 
 
 # -- (b) invalid options fail fast, exit 2, one line ----------------------------
-@pytest.mark.parametrize("args, option", [
-    (["--threshold", "1.5"], "--threshold"),
-    (["--threshold", "0"], "--threshold"),
-    (["--bands", "30", "--rows", "10"], "--bands"),
-    (["--format", "xml"], "--format"),
-    (["--input", "does/not/exist.jsonl"], "--input"),
-], ids=["threshold-1.5", "threshold-0", "bands-x-rows", "format-xml", "missing-input"])
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--threshold", "1.5"], "--threshold"),
+        (["--threshold", "0"], "--threshold"),
+        (["--bands", "30", "--rows", "10"], "--bands"),
+        (["--format", "xml"], "--format"),
+        (["--input", "does/not/exist.jsonl"], "--input"),
+    ],
+    ids=["threshold-1.5", "threshold-0", "bands-x-rows", "format-xml", "missing-input"],
+)
 def test_invalid_option_exits_2_with_one_line(require_spark_submit, tmp_path, args, option):
     base = ["--input", SAMPLE, "--output", str(tmp_path / "out")]
     if "--input" in args:
@@ -97,8 +123,12 @@ def test_invalid_option_exits_2_with_one_line(require_spark_submit, tmp_path, ar
 # -- (c) the four stage jobs equal one dedup run ---------------------------------
 def test_stage_jobs_match_dedup(require_spark_submit, spark, tmp_path):
     staged = tmp_path / "staged"
-    for job, needs_input in [("signatures.py", True), ("candidates.py", False),
-                             ("verify.py", False), ("cluster.py", True)]:
+    for job, needs_input in [
+        ("signatures.py", True),
+        ("candidates.py", False),
+        ("verify.py", False),
+        ("cluster.py", True),
+    ]:
         args = ["--output", str(staged)]
         if needs_input:
             args = ["--input", SAMPLE, *args]
@@ -118,8 +148,14 @@ def test_stage_jobs_match_dedup(require_spark_submit, spark, tmp_path):
         assert_df_equality(a.select(cols), b.select(cols), ignore_row_order=True)
 
     counts_staged, counts_full = read_report(staged)["counts"], read_report(full)["counts"]
-    for key in ("input_records", "accepted", "candidate_pairs", "verified_pairs",
-                "duplicate_clusters", "deduped_documents"):
+    for key in (
+        "input_records",
+        "accepted",
+        "candidate_pairs",
+        "verified_pairs",
+        "duplicate_clusters",
+        "deduped_documents",
+    ):
         assert counts_staged[key] == counts_full[key], key
     assert counts_full["input_records"] == 411
     assert counts_full["verified_pairs"] > 0
@@ -136,22 +172,34 @@ def test_config_file_honoured_and_flag_overrides(require_spark_submit, spark, tm
 
     # The signatures stage writes report.json with the parameters: two cheap runs.
     from_file = tmp_path / "from_file"
-    proc = submit("signatures.py", "--input", str(small), "--output", str(from_file),
-                  "--config", str(cfg))
+    proc = submit(
+        "signatures.py", "--input", str(small), "--output", str(from_file), "--config", str(cfg)
+    )
     assert proc.returncode == 0, explain(proc)
     params = read_report(from_file)["parameters"]
     assert params["threshold"] == 0.7 and params["num_perm"] == 64
     assert [params["bands"], params["rows"]] == list(
-        DedupConfig(threshold=0.7, num_perm=64).band_params())
+        DedupConfig(threshold=0.7, num_perm=64).band_params()
+    )
 
     overridden = tmp_path / "overridden"
-    proc = submit("signatures.py", "--input", str(small), "--output", str(overridden),
-                  "--config", str(cfg), "--threshold", "0.9")
+    proc = submit(
+        "signatures.py",
+        "--input",
+        str(small),
+        "--output",
+        str(overridden),
+        "--config",
+        str(cfg),
+        "--threshold",
+        "0.9",
+    )
     assert proc.returncode == 0, explain(proc)
     params = read_report(overridden)["parameters"]
     assert params["threshold"] == 0.9 and params["num_perm"] == 64
     assert [params["bands"], params["rows"]] == list(
-        DedupConfig(threshold=0.9, num_perm=64).band_params())
+        DedupConfig(threshold=0.9, num_perm=64).band_params()
+    )
     # The signatures really have num_perm values.
     sigs = spark.read.parquet(str(overridden / "signatures"))
     assert {r[0] for r in sigs.select(F.size("signature")).distinct().collect()} == {64}
@@ -160,8 +208,17 @@ def test_config_file_honoured_and_flag_overrides(require_spark_submit, spark, tm
 # -- (f) the advisor and the other LSH families from the command line -------------
 def test_advise_job_writes_advice_and_plot(require_spark_submit, tmp_path):
     out = tmp_path / "advice"
-    proc = submit("advise.py", "--input", SAMPLE, "--threshold", "0.8", "--sample", "300",
-                  "--output", str(out))
+    proc = submit(
+        "advise.py",
+        "--input",
+        SAMPLE,
+        "--threshold",
+        "0.8",
+        "--sample",
+        "300",
+        "--output",
+        str(out),
+    )
     assert proc.returncode == 0, explain(proc)
     summary = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
     assert summary["predicted_recall"] >= 0.99
@@ -171,8 +228,9 @@ def test_advise_job_writes_advice_and_plot(require_spark_submit, tmp_path):
 
 
 def test_method_flags_fail_fast_with_one_line(require_spark_submit, tmp_path):
-    proc = submit("dedup.py", "--input", SAMPLE, "--output", str(tmp_path / "o"),
-                  "--method", "pstable")
+    proc = submit(
+        "dedup.py", "--input", SAMPLE, "--output", str(tmp_path / "o"), "--method", "pstable"
+    )
     assert proc.returncode == 2, explain(proc)
     lines = job_lines(proc, "dedup.py")
     assert len(lines) == 1 and "--max-distance: required with --method pstable" in lines[0]
@@ -187,8 +245,12 @@ def test_stage_jobs_run_a_vector_method(require_spark_submit, tmp_path):
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "staged"
     flags = ["--method", "pstable", "--max-distance", "0.5"]
-    for job, needs_input in [("signatures.py", True), ("candidates.py", False),
-                             ("verify.py", False), ("cluster.py", True)]:
+    for job, needs_input in [
+        ("signatures.py", True),
+        ("candidates.py", False),
+        ("verify.py", False),
+        ("cluster.py", True),
+    ]:
         args = ["--output", str(out), *flags] + (["--input", str(src)] if needs_input else [])
         proc = submit(job, *args)
         assert proc.returncode == 0, explain(proc)

@@ -73,7 +73,7 @@ def test_simhash_matches_a_bit_by_bit_reference():
     fps = simhash_flat(values, offsets).view(np.uint64)
     for i in range(4):
         votes = np.zeros(64)
-        for h in values[offsets[i]:offsets[i + 1]]:
+        for h in values[offsets[i] : offsets[i + 1]]:
             for j in range(64):
                 votes[j] += 1 if (int(h) >> j) & 1 else -1
         assert int(fps[i]) == sum(1 << j for j in range(64) if votes[j] > 0)
@@ -119,9 +119,10 @@ def test_block_tables_find_every_pair_within_k(bits, k, blocks):
         assert found.all(), f"pair at flip {flip:b} missed"
     # and a pair at distance k + 1 spread over k + 1 blocks is missed by every table
     if k + 1 <= blocks:
-        spread = sum(1 << start for start, _ in block_bounds(blocks, bits)[:k + 1])
-        assert not any((np.uint64(0) & np.uint64(m)) == (np.uint64(spread) & np.uint64(m))
-                       for m in masks)
+        spread = sum(1 << start for start, _ in block_bounds(blocks, bits)[: k + 1])
+        assert not any(
+            (np.uint64(0) & np.uint64(m)) == (np.uint64(spread) & np.uint64(m)) for m in masks
+        )
 
 
 def test_bad_block_parameters_name_the_flag():

@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from reference import reference_components
 
 from lsh_spark.config import ConfigError, DedupConfig
 from lsh_spark.pipeline import run_dedup
-from reference import reference_components
 
 
 def _components(ids, pairs):
@@ -27,19 +27,24 @@ def vectors(tmp_path_factory):
     base = rng.standard_normal((150, 12))
     rows = [{"id": f"v{i:03d}", "vector": base[i].tolist()} for i in range(150)]
     for i in range(0, 150, 3):
-        rows.append({"id": f"v{i:03d}n",
-                     "vector": (base[i] + 0.04 * rng.standard_normal(12)).tolist()})
+        rows.append(
+            {"id": f"v{i:03d}n", "vector": (base[i] + 0.04 * rng.standard_normal(12)).tolist()}
+        )
     rows.append({"id": "v000copy", "vector": base[0].tolist()})
-    rows += [{"id": "short", "vector": [1.0, 2.0]}, {"id": "null", "vector": None},
-             {"id": "zero", "vector": [0.0] * 12}]
+    rows += [
+        {"id": "short", "vector": [1.0, 2.0]},
+        {"id": "null", "vector": None},
+        {"id": "zero", "vector": [0.0] * 12},
+    ]
     path = tmp_path_factory.mktemp("vec") / "v.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     good = [r for r in rows if r["vector"] and len(r["vector"]) == 12]
     return path, [r["id"] for r in good], np.array([r["vector"] for r in good])
 
 
-@pytest.mark.parametrize("method,kw", [("hyperplane", {"threshold": 0.97}),
-                                       ("pstable", {"max_distance": 0.6})])
+@pytest.mark.parametrize(
+    "method,kw", [("hyperplane", {"threshold": 0.97}), ("pstable", {"max_distance": 0.6})]
+)
 def test_vector_methods_find_what_brute_force_finds(spark, tmp_path, vectors, method, kw):
     path, ids, x = vectors
     out = tmp_path / "out"
@@ -49,8 +54,11 @@ def test_vector_methods_find_what_brute_force_finds(spark, tmp_path, vectors, me
     for i in range(len(x)):
         for j in range(i + 1, len(x)):
             if method == "hyperplane":
-                ok = norms[i] > 0 and norms[j] > 0 and \
-                    x[i] @ x[j] / (norms[i] * norms[j]) >= kw["threshold"]
+                ok = (
+                    norms[i] > 0
+                    and norms[j] > 0
+                    and x[i] @ x[j] / (norms[i] * norms[j]) >= kw["threshold"]
+                )
             else:
                 ok = np.linalg.norm(x[i] - x[j]) <= kw["max_distance"]
             if ok:
@@ -58,15 +66,19 @@ def test_vector_methods_find_what_brute_force_finds(spark, tmp_path, vectors, me
     measure = "cosine" if method == "hyperplane" else "distance"
     rows = spark.read.parquet(str(out / "pairs")).collect()
     assert set(spark.read.parquet(str(out / "pairs")).columns) == {"id_a", "id_b", measure}
-    by_id = dict(zip(ids, x))
+    by_id = dict(zip(ids, x, strict=False))
     for r in rows:  # every reported value is the exact one
         a, b = by_id[r["id_a"]], by_id[r["id_b"]]
-        exact = (a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) if method == "hyperplane"
-                 else np.linalg.norm(a - b))
+        exact = (
+            a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+            if method == "hyperplane"
+            else np.linalg.norm(a - b)
+        )
         assert r[measure] == pytest.approx(exact, abs=1e-9)
     kept = {i for i in ids if method == "pstable" or i != "zero"}
-    assert _components(kept, [(r["id_a"], r["id_b"]) for r in rows]) == \
-        _components(kept, [p for p in truth if set(p) <= kept])
+    assert _components(kept, [(r["id_a"], r["id_b"]) for r in rows]) == _components(
+        kept, [p for p in truth if set(p) <= kept]
+    )
     assert len(truth) >= 50  # the planted neighbours are there to be found
     # The histogram comes with the write of pairs/: 20 bins of the measure.
     bins = {}
@@ -91,11 +103,16 @@ def test_mllib_vectors_are_accepted(spark, tmp_path, vectors):
     from pyspark.ml.linalg import Vectors
 
     _, ids, x = vectors
-    df = spark.createDataFrame([(i, Vectors.dense(v.tolist())) for i, v in zip(ids, x)],
-                               ["id", "features"])
+    df = spark.createDataFrame(
+        [(i, Vectors.dense(v.tolist())) for i, v in zip(ids, x, strict=False)], ["id", "features"]
+    )
     df.write.parquet(str(tmp_path / "in"))
-    report = run_dedup(spark, str(tmp_path / "in"), str(tmp_path / "out"),
-                       DedupConfig(method="hyperplane", threshold=0.97, vector_col="features"))
+    report = run_dedup(
+        spark,
+        str(tmp_path / "in"),
+        str(tmp_path / "out"),
+        DedupConfig(method="hyperplane", threshold=0.97, vector_col="features"),
+    )
     assert report["counts"]["verified_pairs"] >= 51  # 50 planted + the exact copy
     assert report["rejects_by_reason"] == {"zero_vector": 1}
 
@@ -105,11 +122,17 @@ def test_simhash_clusters_equal_brute_force_over_the_fingerprints(spark, tmp_pat
     cfg = DedupConfig(method="simhash", max_hamming=4, simhash_blocks=7)
     report = run_dedup(spark, sample_path, str(out), cfg)
     assert report["banding"]["tables"] == 35
-    sigs = {r["id"]: r["simhash"] & (2**64 - 1)
-            for r in spark.read.parquet(str(out / "signatures")).collect()}
+    sigs = {
+        r["id"]: r["simhash"] & (2**64 - 1)
+        for r in spark.read.parquet(str(out / "signatures")).collect()
+    }
     ids = sorted(sigs)
-    truth = [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]
-             if bin(sigs[a] ^ sigs[b]).count("1") <= 4]
+    truth = [
+        (a, b)
+        for i, a in enumerate(ids)
+        for b in ids[i + 1 :]
+        if bin(sigs[a] ^ sigs[b]).count("1") <= 4
+    ]
     pairs = spark.read.parquet(str(out / "pairs")).collect()
     for r in pairs:
         assert r["hamming"] == bin(sigs[r["id_a"]] ^ sigs[r["id_b"]]).count("1") <= 4
@@ -126,9 +149,18 @@ def test_simhash_clusters_equal_brute_force_over_the_fingerprints(spark, tmp_pat
 
 def test_simhash_verify_jaccard_adds_the_exact_jaccard(spark, tmp_path, sample_path):
     out = tmp_path / "out"
-    run_dedup(spark, sample_path, str(out),
-              DedupConfig(method="simhash", max_hamming=8, simhash_blocks=10,
-                          verify_jaccard=True, simhash_weight="uniform"))
+    run_dedup(
+        spark,
+        sample_path,
+        str(out),
+        DedupConfig(
+            method="simhash",
+            max_hamming=8,
+            simhash_blocks=10,
+            verify_jaccard=True,
+            simhash_weight="uniform",
+        ),
+    )
     pairs = spark.read.parquet(str(out / "pairs"))
     assert set(pairs.columns) == {"id_a", "id_b", "hamming", "jaccard"}
     rows = pairs.collect()
@@ -148,7 +180,11 @@ def test_method_options_are_validated():
 
 def test_vector_column_of_the_wrong_type_is_named(spark, tmp_path, sample_path):
     with pytest.raises(ConfigError, match="--vector-col: column 'text' has type string"):
-        run_dedup(spark, sample_path, str(tmp_path / "o"),
-                  DedupConfig(method="hyperplane", vector_col="text"))
+        run_dedup(
+            spark,
+            sample_path,
+            str(tmp_path / "o"),
+            DedupConfig(method="hyperplane", vector_col="text"),
+        )
     with pytest.raises(ConfigError, match="--vector-col: column 'vector' not in input"):
         run_dedup(spark, sample_path, str(tmp_path / "o"), DedupConfig(method="hyperplane"))

@@ -40,8 +40,10 @@ def test_splitmix64_matches_published_test_vector():
 def _reference(values, offsets, a, b):
     out = []
     for d in range(len(offsets) - 1):
-        xs = [int(v) % P for v in values[offsets[d]:offsets[d + 1]]]
-        out.append([min((int(ai) * x + int(bi)) % P for x in xs) for ai, bi in zip(a, b)])
+        xs = [int(v) % P for v in values[offsets[d] : offsets[d + 1]]]
+        out.append(
+            [min((int(ai) * x + int(bi)) % P for x in xs) for ai, bi in zip(a, b, strict=False)]
+        )
     return np.array(out, dtype=np.uint64)
 
 
@@ -53,19 +55,25 @@ def test_kernel_equals_python_bigint_reference(num_perm, kernel):
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     values = rng.integers(0, 2**64 - 1, size=offsets[-1], dtype=np.uint64)
     a, b = permutation_params(num_perm, seed=5)
-    assert np.array_equal(minhash_flat(values, offsets, a, b, kernel),
-                          _reference(values, offsets, a, b))
+    assert np.array_equal(
+        minhash_flat(values, offsets, a, b, kernel), _reference(values, offsets, a, b)
+    )
     # Offsets into the middle of a larger buffer (an Arrow slice) give the same rows.
     padded = np.concatenate([values[:4], values, values[:3]])
-    assert np.array_equal(minhash_flat(padded, offsets + 4, a, b, kernel),
-                          _reference(values, offsets, a, b))
+    assert np.array_equal(
+        minhash_flat(padded, offsets + 4, a, b, kernel), _reference(values, offsets, a, b)
+    )
     # Signed hashes (Arrow's int64 view of the same bits) give the same rows.
-    assert np.array_equal(minhash_flat(values.view(np.int64), offsets, a, b, kernel),
-                          _reference(values, offsets, a, b))
+    assert np.array_equal(
+        minhash_flat(values.view(np.int64), offsets, a, b, kernel),
+        _reference(values, offsets, a, b),
+    )
     # Extreme inputs: 0, p - 1, p, p + 1 and 2**64 - 1 reduce exactly.
     edge = np.array([0, P - 1, P, P + 1, 2**64 - 1], dtype=np.uint64)
-    assert np.array_equal(minhash_flat(edge, np.array([0, 1, 2, 3, 4, 5]), a, b, kernel),
-                          _reference(edge, [0, 1, 2, 3, 4, 5], a, b))
+    assert np.array_equal(
+        minhash_flat(edge, np.array([0, 1, 2, 3, 4, 5]), a, b, kernel),
+        _reference(edge, [0, 1, 2, 3, 4, 5], a, b),
+    )
 
 
 def test_kernels_agree_on_a_large_batch(monkeypatch):
@@ -82,8 +90,9 @@ def test_kernels_agree_on_a_large_batch(monkeypatch):
     monkeypatch.setenv("LSH_SPARK_KERNELS", "numpy")
     assert np.array_equal(minhash_flat(values, offsets, a, b), numpy_sig)
     monkeypatch.setenv("LSH_SPARK_KERNELS", "fortran")
-    with pytest.raises(ValueError,
-                       match="LSH_SPARK_KERNELS 'fortran': allowed values are compiled, numpy"):
+    with pytest.raises(
+        ValueError, match="LSH_SPARK_KERNELS 'fortran': allowed values are compiled, numpy"
+    ):
         minhash_flat(values, offsets, a, b)
     # An explicit choice wins over the environment, and is checked the same way.
     assert np.array_equal(minhash_flat(values, offsets, a, b, "compiled"), numpy_sig)
@@ -114,12 +123,13 @@ def test_kernel_chunks_and_division_free_remainder_are_exact(monkeypatch, kernel
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     values = rng.integers(0, 2**64 - 1, size=offsets[-1], dtype=np.uint64)
     a, b = permutation_params(16, seed=9)
-    assert np.array_equal(minhash_flat(values, offsets, a, b, kernel),
-                          _reference(values, offsets, a, b))
+    assert np.array_equal(
+        minhash_flat(values, offsets, a, b, kernel), _reference(values, offsets, a, b)
+    )
     # a * x + b whose low 31 bits are all ones (h & p == p, h = 0 mod p on the
     # low half) and products near the top of the range reduce exactly too.
     hits = []
-    for ai, bi in zip(a.tolist(), b.tolist()):
+    for ai, bi in zip(a.tolist(), b.tolist(), strict=False):
         if ai % 2:  # solve a * x + b = 2**31 - 1 (mod 2**31) for x
             x = ((2**31 - 1 - bi) * pow(ai, -1, 2**31)) % 2**31
             if x < P:
@@ -130,8 +140,9 @@ def test_kernel_chunks_and_division_free_remainder_are_exact(monkeypatch, kernel
     top = np.array([P - 1, P - 2, (P - 1) // 2], dtype=np.uint64)
     edge = np.concatenate([hits, top])
     one_each = np.arange(len(edge) + 1)
-    assert np.array_equal(minhash_flat(edge, one_each, a, b, kernel),
-                          _reference(edge, one_each, a, b))
+    assert np.array_equal(
+        minhash_flat(edge, one_each, a, b, kernel), _reference(edge, one_each, a, b)
+    )
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -165,11 +176,13 @@ def test_estimate_within_tolerance_of_exact_jaccard():
 
 
 def test_minhash_stage_passes_columns_through(spark):
-    schema = T.StructType([
-        T.StructField("id", T.LongType()),
-        T.StructField("shingles", T.ArrayType(T.LongType())),
-        T.StructField("extra", T.StringType()),
-    ])
+    schema = T.StructType(
+        [
+            T.StructField("id", T.LongType()),
+            T.StructField("shingles", T.ArrayType(T.LongType())),
+            T.StructField("extra", T.StringType()),
+        ]
+    )
     rows = [(1, [5, -3, 2**62], "x"), (2, [5, -3, 2**62], "y"), (3, [-(2**63)], "z")]
     out = minhash(spark.createDataFrame(rows, schema), num_perm=16, seed=4)
     assert out.columns == ["id", "signature", "num_shingles", "extra"]
@@ -183,10 +196,12 @@ def test_minhash_stage_passes_columns_through(spark):
 
 
 def test_rows_without_shingles_get_null_signature(spark):
-    schema = T.StructType([
-        T.StructField("id", T.StringType()),
-        T.StructField("shingles", T.ArrayType(T.LongType())),
-    ])
+    schema = T.StructType(
+        [
+            T.StructField("id", T.StringType()),
+            T.StructField("shingles", T.ArrayType(T.LongType())),
+        ]
+    )
     rows = [("a", [1, 2, 3]), ("rejected", None), ("empty", []), ("b", [1, 2, 3])]
     got = {r.id: r for r in minhash(spark.createDataFrame(rows, schema), 8, 1).collect()}
     assert got["rejected"].signature is None and got["rejected"].num_shingles == 0

@@ -81,13 +81,17 @@ def test_jobs_with_a_config_take_every_option_of_it():
     assert _actions(build_parser("crawl_dedup.py", ""))["keep"].choices == ("oldest", "newest")
 
 
-@pytest.mark.parametrize("key, yaml_value, flag_value, message", [
-    ("max-hamming", "40", "40", "--max-hamming: got 40; allowed: an integer from 0 to 32"),
-    ("bucket-width", "-1.5", "-1.5", "--bucket-width: got -1.5; allowed: a positive number"),
-    ("num-perm", "0", "0", "--num-perm: got 0; allowed: an integer from 1 to 4096"),
-])
-def test_bad_yaml_value_gives_the_flags_error(capsys, tmp_path, key, yaml_value, flag_value,
-                                              message):
+@pytest.mark.parametrize(
+    "key, yaml_value, flag_value, message",
+    [
+        ("max-hamming", "40", "40", "--max-hamming: got 40; allowed: an integer from 0 to 32"),
+        ("bucket-width", "-1.5", "-1.5", "--bucket-width: got -1.5; allowed: a positive number"),
+        ("num-perm", "0", "0", "--num-perm: got 0; allowed: an integer from 1 to 4096"),
+    ],
+)
+def test_bad_yaml_value_gives_the_flags_error(
+    capsys, tmp_path, key, yaml_value, flag_value, message
+):
     conf = tmp_path / "bad.yaml"
     conf.write_text(f"{key}: {yaml_value}\n", encoding="utf-8")
     base = ["--input", SAMPLE, "--output", str(tmp_path / "out")]
@@ -99,16 +103,21 @@ def test_bad_yaml_value_gives_the_flags_error(capsys, tmp_path, key, yaml_value,
 def test_yaml_keys_in_either_spelling_reach_the_method_configs(tmp_path):
     conf = tmp_path / "c.yaml"
     conf.write_text("method: simhash\nmax_hamming: 5\nsimhash-weight: uniform\n")
-    _, cfg = parse(build_parser("signatures.py", ""),
-                   ["--input", SAMPLE, "--output", str(tmp_path / "o"), "--config", str(conf)])
+    _, cfg = parse(
+        build_parser("signatures.py", ""),
+        ["--input", SAMPLE, "--output", str(tmp_path / "o"), "--config", str(conf)],
+    )
     assert cfg.simhash == SimHashConfig(max_hamming=5, simhash_weight="uniform")
     assert cfg.to_dict()["max_hamming"] == 5 and cfg.to_dict()["simhash_blocks"] == 8
 
 
-@pytest.mark.parametrize("prog, argv", [
-    ("dedup.py", ["--input", SAMPLE]),
-    ("crawl_dedup.py", ["--batch", "b", "--index", "i"]),
-])
+@pytest.mark.parametrize(
+    "prog, argv",
+    [
+        ("dedup.py", ["--input", SAMPLE]),
+        ("crawl_dedup.py", ["--batch", "b", "--index", "i"]),
+    ],
+)
 def test_unknown_yaml_key_lists_the_allowed_keys(capsys, tmp_path, prog, argv):
     conf = tmp_path / "c.yaml"
     conf.write_text("treshold: 0.7\n")
@@ -119,14 +128,14 @@ def test_unknown_yaml_key_lists_the_allowed_keys(capsys, tmp_path, prog, argv):
 
 
 def test_job_flags_are_checked_by_their_definitions(capsys, tmp_path):
-    line = _error(capsys, "advise.py", ["--input", SAMPLE, "--output", str(tmp_path / "a"),
-                                        "--sample", "1"])
+    line = _error(
+        capsys, "advise.py", ["--input", SAMPLE, "--output", str(tmp_path / "a"), "--sample", "1"]
+    )
     assert line == "advise.py: error: --sample: got 1; allowed: an integer from 2 to 20000"
     line = _error(capsys, "index_compact.py", ["--index", "i", "--target-file-mb", "0"])
     assert line == "index_compact.py: error: --target-file-mb: got 0; allowed: a positive integer"
     args, cfg = parse(build_parser("advise.py", ""), ["--input", SAMPLE])
-    assert (args.output, args.sample, args.overwrite, cfg.threshold) == ("advice", 2000, False,
-                                                                          0.8)
+    assert (args.output, args.sample, args.overwrite, cfg.threshold) == ("advice", 2000, False, 0.8)
 
 
 def _options_doc():
@@ -176,8 +185,7 @@ def test_run_job_returns_the_result_and_stops_the_session(session):
     assert session.stopped
 
 
-@pytest.mark.parametrize("exc", [ConfigError("--k: got 0; allowed: x"),
-                                 LshSparkError("bad index")])
+@pytest.mark.parametrize("exc", [ConfigError("--k: got 0; allowed: x"), LshSparkError("bad index")])
 def test_run_job_turns_a_user_error_into_one_line(session, capsys, exc):
     def work(spark):
         raise exc

@@ -5,11 +5,11 @@ import random
 from itertools import combinations
 
 import pytest
+from reference import jaccard, word_shingles
 
 from lsh_spark.config import DedupConfig
 from lsh_spark.pipeline import run_dedup
 from lsh_spark.synth import mutate
-from reference import jaccard, word_shingles
 
 THRESHOLD = 0.8
 
@@ -82,7 +82,7 @@ def test_every_document_clustered_once_and_one_kept_per_cluster(planted, result)
     _, docs, truth = planted
     report, pairs, clusters, out = result
     assert set(clusters) == {d["id"] for d in docs}
-    for (a, b) in pairs:
+    for a, b in pairs:
         assert clusters[a].cluster_id == clusters[b].cluster_id
     by_cluster = {}
     for r in clusters.values():
@@ -120,8 +120,10 @@ def test_template_family_is_bounded_and_reported(spark, sample_path, tmp_path):
         texts = [json.loads(line)["text"] for line in fh][:40]
     template = texts[0]
     rng = random.Random(5)
-    docs = [{"id": f"t{i:02d}", "text": template + " " + " ".join(rng.sample(
-        texts[1].split(), 3))} for i in range(24)]
+    docs = [
+        {"id": f"t{i:02d}", "text": template + " " + " ".join(rng.sample(texts[1].split(), 3))}
+        for i in range(24)
+    ]
     docs += [{"id": f"o{i:02d}", "text": t} for i, t in enumerate(texts[2:30])]
     path = tmp_path / "family.jsonl"
     path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
@@ -141,8 +143,9 @@ def test_template_family_is_bounded_and_reported(spark, sample_path, tmp_path):
 
 
 @pytest.mark.parametrize("pairs_per_task", [None, 3])
-def test_block_verification_gives_the_same_pairs(spark, planted, result, tmp_path, monkeypatch,
-                                                 pairs_per_task):
+def test_block_verification_gives_the_same_pairs(
+    spark, planted, result, tmp_path, monkeypatch, pairs_per_task
+):
     """Every bucket of 2+ verified as a block: pairs/ identical to the default run.
 
     With 3 pairs per task, every group of 4 or more members is shared among tasks.
@@ -175,8 +178,9 @@ def test_families_above_the_bound_keep_their_clusters(spark, planted, result, tm
     path, _, _ = planted
     _, pairs, clusters, _ = result
     out = str(tmp_path / "forest")
-    report = run_dedup(spark, path, out, DedupConfig(threshold=THRESHOLD, block_min_size=2,
-                                                     max_family_size=2))
+    report = run_dedup(
+        spark, path, out, DedupConfig(threshold=THRESHOLD, block_min_size=2, max_family_size=2)
+    )
     got = {(r.id_a, r.id_b): r.jaccard for r in spark.read.parquet(out + "/pairs").collect()}
     assert set(got) < set(pairs) and all(pairs[p] == v for p, v in got.items())
     assert report["counts"]["verified_pairs"] == len(got)
@@ -190,10 +194,15 @@ def test_families_above_the_bound_keep_their_clusters(spark, planted, result, tm
     old = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "7")
     try:
-        run_dedup(spark, path, out + "-again", DedupConfig(threshold=THRESHOLD, block_min_size=2,
-                                                           max_family_size=2))
+        run_dedup(
+            spark,
+            path,
+            out + "-again",
+            DedupConfig(threshold=THRESHOLD, block_min_size=2, max_family_size=2),
+        )
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", old)
-    again = {(r.id_a, r.id_b): r.jaccard
-             for r in spark.read.parquet(out + "-again/pairs").collect()}
+    again = {
+        (r.id_a, r.id_b): r.jaccard for r in spark.read.parquet(out + "-again/pairs").collect()
+    }
     assert again == got

@@ -16,9 +16,9 @@ import re
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
-
 from crawlgen import day, page, write_warc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,8 +64,9 @@ def _run_dag_file() -> tuple[list[dict], list[dict]]:
         "airflow.providers.apache": types.SimpleNamespace(),
         "airflow.providers.apache.spark": types.SimpleNamespace(),
         "airflow.providers.apache.spark.operators": types.SimpleNamespace(),
-        "airflow.providers.apache.spark.operators.spark_submit":
-            types.SimpleNamespace(SparkSubmitOperator=SparkSubmitOperator),
+        "airflow.providers.apache.spark.operators.spark_submit": types.SimpleNamespace(
+            SparkSubmitOperator=SparkSubmitOperator
+        ),
     }
     saved = {k: sys.modules.get(k) for k in mods}
     sys.modules.update(mods)
@@ -110,8 +111,11 @@ def test_airflow_dag_submits_the_jobs_with_valid_arguments():
 
 
 def test_cron_example_runs_the_wrapper_daily():
-    lines = [ln for ln in open(CRON_FILE, encoding="utf-8").read().splitlines()
-             if ln.strip() and not ln.startswith("#")]
+    lines = [
+        ln
+        for ln in Path(CRON_FILE).read_text(encoding="utf-8").splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]
     env = dict(ln.split("=", 1) for ln in lines if re.match(r"^[A-Z_]+=", ln))
     assert {"CRAWL_ROOT", "INDEX", "RESULTS"} <= set(env)
     entries = [ln for ln in lines if not re.match(r"^[A-Z_]+=", ln)]
@@ -124,43 +128,64 @@ def test_cron_example_runs_the_wrapper_daily():
 
 
 def test_nightly_wrapper_refuses_a_bad_date_and_a_held_lock(tmp_path):
-    env = dict(os.environ, CRAWL_ROOT=str(tmp_path), INDEX=str(tmp_path / "i"),
-               RESULTS=str(tmp_path / "r"), LSH_SPARK_LOCK=str(tmp_path / "lock"),
-               SPARK_SUBMIT="false")
-    bad = subprocess.run(["bash", NIGHTLY, "29/11/2026"], env=env, capture_output=True,
-                         text=True)
+    env = dict(
+        os.environ,
+        CRAWL_ROOT=str(tmp_path),
+        INDEX=str(tmp_path / "i"),
+        RESULTS=str(tmp_path / "r"),
+        LSH_SPARK_LOCK=str(tmp_path / "lock"),
+        SPARK_SUBMIT="false",
+    )
+    bad = subprocess.run(["bash", NIGHTLY, "29/11/2026"], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "allowed: YYYY-MM-DD" in bad.stderr
     with open(tmp_path / "lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        busy = subprocess.run(["bash", NIGHTLY, "2026-11-29"], env=env, capture_output=True,
-                              text=True)
+        busy = subprocess.run(
+            ["bash", NIGHTLY, "2026-11-29"], env=env, capture_output=True, text=True
+        )
     assert busy.returncode == 75 and "another batch holds" in busy.stderr
     unset = dict(env)
     del unset["INDEX"]
-    missing = subprocess.run(["bash", NIGHTLY, "2026-11-29"], env=unset, capture_output=True,
-                             text=True)
+    missing = subprocess.run(
+        ["bash", NIGHTLY, "2026-11-29"], env=unset, capture_output=True, text=True
+    )
     assert missing.returncode != 0 and "set INDEX" in missing.stderr
 
 
 @pytest.mark.slow
 def test_nightly_wrapper_runs_two_days_and_a_rerun(tmp_path):
     crawl = tmp_path / "crawl"
-    write_warc(str(crawl / "2026-11-28" / "a.warc.gz"), [
-        dict(url="https://a.example/1", date=day(28), html=page("wapo-1")),
-        dict(url="https://a.example/2", date=day(28), html=page("ars-1"))])
-    write_warc(str(crawl / "2026-11-29" / "a.warc.gz"), [
-        dict(url="https://b.example/1", date=day(29), html=page("wapo-1")),
-        dict(url="https://b.example/2", date=day(29), html=page("lwn-1"))])
-    env = dict(os.environ, CRAWL_ROOT=str(crawl), INDEX=str(tmp_path / "index"),
-               RESULTS=str(tmp_path / "results"), LSH_SPARK_LOCK=str(tmp_path / "lock"),
-               SPARK_SUBMIT=os.path.join(os.path.dirname(sys.executable), "spark-submit"),
-               SPARK_ARGS="--master local[2]", PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable,
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    write_warc(
+        str(crawl / "2026-11-28" / "a.warc.gz"),
+        [
+            dict(url="https://a.example/1", date=day(28), html=page("wapo-1")),
+            dict(url="https://a.example/2", date=day(28), html=page("ars-1")),
+        ],
+    )
+    write_warc(
+        str(crawl / "2026-11-29" / "a.warc.gz"),
+        [
+            dict(url="https://b.example/1", date=day(29), html=page("wapo-1")),
+            dict(url="https://b.example/2", date=day(29), html=page("lwn-1")),
+        ],
+    )
+    env = dict(
+        os.environ,
+        CRAWL_ROOT=str(crawl),
+        INDEX=str(tmp_path / "index"),
+        RESULTS=str(tmp_path / "results"),
+        LSH_SPARK_LOCK=str(tmp_path / "lock"),
+        SPARK_SUBMIT=os.path.join(os.path.dirname(sys.executable), "spark-submit"),
+        SPARK_ARGS="--master local[2]",
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    )
 
     def run(date):
-        done = subprocess.run(["bash", NIGHTLY, date], env=env, capture_output=True,
-                              text=True, timeout=600)
+        done = subprocess.run(
+            ["bash", NIGHTLY, date], env=env, capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
 

@@ -47,8 +47,10 @@ def test_build_session_fills_in_defaults_and_keeps_the_users(restored):
     spark.conf.unset(codec)
     assert spark.conf.get(codec, None) is None  # nobody set it: Spark's default applies
     # The test session's builder set these two.
-    users = {key: spark.conf.get(key) for key in
-             (ADAPTIVE_KEY, "spark.sql.execution.arrow.maxRecordsPerBatch")}
+    users = {
+        key: spark.conf.get(key)
+        for key in (ADAPTIVE_KEY, "spark.sql.execution.arrow.maxRecordsPerBatch")
+    }
     assert build_session("lsh-spark-test") is spark
     assert spark.conf.get(codec) == "zstd"
     assert not submitted(spark, codec)  # filled in by lsh-spark, not the user's
@@ -137,8 +139,7 @@ def test_in_background_runs_in_its_thread_with_its_tag_and_hands_back_errors(spa
         seen["tags"] = spark.getTags()
         return spark.range(10).count()
 
-    assert in_background(spark, "lsh-spark-test", "lsh-spark:test", "a test job",
-                         work).result(timeout=120) == 10
+    assert in_background(spark, "lsh-spark-test", "lsh-spark:test", work).result(timeout=120) == 10
     assert seen == {"thread": "lsh-spark-test", "tags": {"lsh-spark:test"}}
     # The caller's jobs are not tagged.
     assert "lsh-spark:test" not in spark.getTags()
@@ -147,8 +148,7 @@ def test_in_background_runs_in_its_thread_with_its_tag_and_hands_back_errors(spa
         raise ValueError("from the background")
 
     with pytest.raises(ValueError, match="from the background"):
-        in_background(spark, "lsh-spark-test", "lsh-spark:test", "a test job",
-                      fails).result(timeout=120)
+        in_background(spark, "lsh-spark-test", "lsh-spark:test", fails).result(timeout=120)
 
 
 def _properties(path: Path) -> dict[str, str]:
@@ -167,8 +167,12 @@ def _properties(path: Path) -> dict[str, str]:
 
 # Spark core settings (https://spark.apache.org/docs/latest/configuration.html) and
 # PySpark's; the spark.sql.* keys are checked against the session's ``SET -v``.
-CORE_KEYS = {"spark.driver.extraJavaOptions", "spark.ui.enabled",
-             "spark.task.maxDirectResultSize", "spark.python.sql.dataFrameDebugging.enabled"}
+CORE_KEYS = {
+    "spark.driver.extraJavaOptions",
+    "spark.ui.enabled",
+    "spark.task.maxDirectResultSize",
+    "spark.python.sql.dataFrameDebugging.enabled",
+}
 
 
 def test_local_properties_sets_real_spark_keys_and_the_sessions_defaults(spark):
@@ -178,8 +182,9 @@ def test_local_properties_sets_real_spark_keys_and_the_sessions_defaults(spark):
     assert {k for k in props if k.startswith("spark.sql.")} <= sql_keys
     # The SQL defaults are those lsh-spark fills in; adaptive execution is left out
     # so that lsh-spark can size it (a value in the file is the user's).
-    assert {k: v for k, v in props.items() if k in DEFAULTS} == \
-        {k: v for k, v in DEFAULTS.items() if k != ADAPTIVE_KEY}
+    assert {k: v for k, v in props.items() if k in DEFAULTS} == {
+        k: v for k, v in DEFAULTS.items() if k != ADAPTIVE_KEY
+    }
     assert props["spark.ui.enabled"] == "false"
     assert props["spark.task.maxDirectResultSize"] == "64m"
     assert props["spark.python.sql.dataFrameDebugging.enabled"] == "false"
@@ -205,11 +210,27 @@ def test_spark_submit_reads_local_properties_and_conf_flags_win(tmp_path):
     script.write_text(SHOW)
     submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
     run = subprocess.run(
-        [submit, "--master", "local[1]", "--properties-file", str(LOCAL_PROPERTIES),
-         "--conf", "spark.sql.parquet.compression.codec=snappy", str(script)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable,
-             "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)})
+        [
+            submit,
+            "--master",
+            "local[1]",
+            "--properties-file",
+            str(LOCAL_PROPERTIES),
+            "--conf",
+            "spark.sql.parquet.compression.codec=snappy",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PYTHONPATH": str(ROOT),
+        },
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     got = json.loads(run.stdout.strip().splitlines()[-1])
     assert got["spark.ui.enabled"] == "false"

@@ -40,7 +40,7 @@ def _one(spark, norm, kind, k, seed=1):
 def test_word_shingle_hashes_golden(spark):
     norm = "the quick brown fox jumps over the lazy dog"
     tokens = norm.split()
-    expect = sorted({word_kgram(1, tokens[i:i + 3]) for i in range(len(tokens) - 2)})
+    expect = sorted({word_kgram(1, tokens[i : i + 3]) for i in range(len(tokens) - 2)})
     assert _one(spark, norm, "word", 3) == expect
     # Fixed values, so a change of hash definition is caught even if the xxhash
     # package changed along with it (stored signatures and indexes depend on them).
@@ -50,7 +50,7 @@ def test_word_shingle_hashes_golden(spark):
 
 def test_char_shingles_unicode(spark):
     norm = "東京都の天気"
-    expect = sorted({spark_xxhash64(7, norm[i:i + 2]) for i in range(len(norm) - 1)})
+    expect = sorted({spark_xxhash64(7, norm[i : i + 2]) for i in range(len(norm) - 1)})
     assert _one(spark, norm, "char", 2, seed=7) == expect
 
 
@@ -67,7 +67,8 @@ def test_repeated_shingles_are_distinct_and_sorted(spark):
 
 def test_seed_changes_hashes(spark):
     assert _one(spark, "one two three", "word", 2, seed=1) != _one(
-        spark, "one two three", "word", 2, seed=2)
+        spark, "one two three", "word", 2, seed=2
+    )
 
 
 def test_null_text_gets_null_shingles(spark):
@@ -91,7 +92,7 @@ def test_text_hash_is_16_bytes_and_content_sensitive(spark):
 
 def test_char_shingles_count_code_points_outside_the_bmp(spark):
     norm = "𠀀𠀁𠀂x"  # three CJK Extension B characters (UTF-16 surrogate pairs) and x
-    expect = sorted({spark_xxhash64(1, norm[i:i + 2]) for i in range(len(norm) - 1)})
+    expect = sorted({spark_xxhash64(1, norm[i : i + 2]) for i in range(len(norm) - 1)})
     assert _one(spark, norm, "char", 2) == expect
 
 
@@ -103,8 +104,8 @@ def test_huge_document_is_linear_not_quadratic(spark):
 
 NUMPY_TEXTS = [
     "the quick brown fox jumps over the lazy dog",
-    "a b a b a b a b",            # repeated k-grams: distinct, sorted
-    "hi there",                   # fewer tokens than k: one shingle, the whole text
+    "a b a b a b a b",  # repeated k-grams: distinct, sorted
+    "hi there",  # fewer tokens than k: one shingle, the whole text
     "x",
     None,
     "東京 都 の 天気 です ね 今日 は 晴れ",
@@ -120,15 +121,16 @@ def test_numpy_word_shingles_equal_the_spark_path(spark, k, seed):
     from lsh_spark.shingle import text_hash_arrow, word_shingles_arrow
 
     df = spark.createDataFrame([(t,) for t in NUMPY_TEXTS], "norm string")
-    rows = add_shingles(df.select("norm", text_hash(F.col("norm"), seed).alias("h")),
-                        "word", k, seed).collect()
+    rows = add_shingles(
+        df.select("norm", text_hash(F.col("norm"), seed).alias("h")), "word", k, seed
+    ).collect()
     norm = pa.array(NUMPY_TEXTS, type=pa.large_string())
     for kernel in KERNELS:
-        assert word_shingles_arrow(norm, k, seed, kernel).to_pylist() == [
-            r.shingles for r in rows]
+        assert word_shingles_arrow(norm, k, seed, kernel).to_pylist() == [r.shingles for r in rows]
     # The fingerprint is null for a null text (the pipeline only asks for accepted ones).
     assert text_hash_arrow(norm, seed).to_pylist() == [
-        None if t is None else bytes(r.h) for t, r in zip(NUMPY_TEXTS, rows)]
+        None if t is None else bytes(r.h) for t, r in zip(NUMPY_TEXTS, rows, strict=False)
+    ]
 
 
 def _random_texts(rng, n):
@@ -145,8 +147,10 @@ def _random_texts(rng, n):
         if r < 0.08:
             out.append("")
             continue
-        tokens = ["".join(rng.choice(alphabet, size=int(rng.choice([0, 1, 3, 5, 8, 12, 31, 33, 70]))))
-                  for _ in range(int(rng.integers(1, 60)))]
+        tokens = [
+            "".join(rng.choice(alphabet, size=int(rng.choice([0, 1, 3, 5, 8, 12, 31, 33, 70]))))
+            for _ in range(int(rng.integers(1, 60)))
+        ]
         out.append(" ".join(tokens))
     return out
 
@@ -161,8 +165,9 @@ def test_compiled_and_numpy_word_shingles_agree(k, seed):
     from lsh_spark.shingle import word_shingles_arrow
 
     rng = np.random.default_rng(k)
-    texts = pa.array(["head", *_random_texts(rng, 400), "tail"],
-                     type=pa.large_string()).slice(1, 400)
+    texts = pa.array(["head", *_random_texts(rng, 400), "tail"], type=pa.large_string()).slice(
+        1, 400
+    )
     sizes = [len(t.split(" ")) for t in texts.to_pylist() if t is not None]
     assert texts.null_count and "" in texts.to_pylist() and (k == 1 or min(sizes) < k)
     got, want = (word_shingles_arrow(texts, k, seed, kernel) for kernel in KERNELS)
@@ -175,16 +180,18 @@ def test_numpy_word_shingles_of_an_empty_batch_and_all_nulls():
     from lsh_spark.shingle import word_shingles_arrow
 
     assert word_shingles_arrow(pa.array([], type=pa.large_string()), 5, 1).to_pylist() == []
-    assert word_shingles_arrow(pa.array([None, None], type=pa.large_string()), 5, 1
-                               ).to_pylist() == [None, None]
+    assert word_shingles_arrow(
+        pa.array([None, None], type=pa.large_string()), 5, 1
+    ).to_pylist() == [None, None]
 
 
 # -- packed shingle sets (dedup.py's shingles/) ----------------------------------
 def _sets_array():
     import pyarrow as pa
 
-    return pa.array([[1, 2, 3], None, [], [-5, 2**62], [-(2**63), 2**63 - 1, 0]],
-                    pa.list_(pa.int64()))
+    return pa.array(
+        [[1, 2, 3], None, [], [-5, 2**62], [-(2**63), 2**63 - 1, 0]], pa.list_(pa.int64())
+    )
 
 
 @pytest.mark.parametrize("start,stop", [(0, 5), (1, 5), (2, 4), (3, 5), (0, 0)])
@@ -197,7 +204,7 @@ def test_packed_sets_unpack_to_the_same_hashes(start, stop):
     packed = pack_shingles(sets)
     assert str(packed.type) == "binary" and len(packed) == len(sets)
     assert packed.is_null().to_pylist() == sets.is_null().to_pylist()
-    for value, want in zip(packed.to_pylist(), sets.to_pylist()):
+    for value, want in zip(packed.to_pylist(), sets.to_pylist(), strict=False):
         if want is None:
             assert value is None
         else:  # little-endian int64, set after set
@@ -205,8 +212,9 @@ def test_packed_sets_unpack_to_the_same_hashes(start, stop):
     got_values, got_lengths = shingle_parts(packed)
     want_values, want_lengths = shingle_parts(sets)
     assert got_values.dtype == np.int64 and got_lengths.tolist() == want_lengths.tolist()
-    assert got_values.tolist() == want_values.tolist() == [
-        h for s in sets.to_pylist() if s for h in s]
+    assert (
+        got_values.tolist() == want_values.tolist() == [h for s in sets.to_pylist() if s for h in s]
+    )
 
 
 def test_packed_slices_keep_each_batch_within_the_limit():
@@ -236,15 +244,28 @@ def test_xxh64_spans_equals_xxhash_for_every_length(seed, kernel):
     lengths = np.repeat(np.arange(81), 8)
     starts = rng.integers(0, len(data) - 81, len(lengths)) // 8 * 8 + np.tile(np.arange(8), 81)
     got = xxh64_spans(data, starts, lengths, seed, kernel)
-    want = [xxhash.xxh64_intdigest(data[s:s + n].tobytes(), seed=seed)
-            for s, n in zip(starts.tolist(), lengths.tolist())]
+    want = [
+        xxhash.xxh64_intdigest(data[s : s + n].tobytes(), seed=seed)
+        for s, n in zip(starts.tolist(), lengths.tolist(), strict=False)
+    ]
     assert got.tolist() == want
-    assert xxh64_spans(data, np.array([], np.int64), np.array([], np.int64), seed,
-                       kernel).size == 0
+    assert xxh64_spans(data, np.array([], np.int64), np.array([], np.int64), seed, kernel).size == 0
 
 
-SPLIT_TEXTS = ["a b", "", None, " lead", "trail ", "two  spaces", "héllo wörld ✓ 𠀀",
-               "x" * 40 + " y", "   ", None, "single", "a" * 31 + " " + "b" * 32]
+SPLIT_TEXTS = [
+    "a b",
+    "",
+    None,
+    " lead",
+    "trail ",
+    "two  spaces",
+    "héllo wörld ✓ 𠀀",
+    "x" * 40 + " y",
+    "   ",
+    None,
+    "single",
+    "a" * 31 + " " + "b" * 32,
+]
 
 
 @pytest.mark.parametrize("kind", ["string", "large_string", "sliced"])
@@ -261,8 +282,9 @@ def test_split_spans_are_arrows_split_tokens(kind):
     data, starts, lengths, counts = split_spans(texts)
     tokens = pc.split_pattern(texts, " ")
     assert counts.tolist() == pc.list_value_length(tokens).fill_null(0).to_pylist()
-    assert [bytes(data[s:s + n]).decode() for s, n in zip(starts, lengths)] == [
-        t for row in tokens.to_pylist() if row is not None for t in row]
+    assert [bytes(data[s : s + n]).decode() for s, n in zip(starts, lengths, strict=False)] == [
+        t for row in tokens.to_pylist() if row is not None for t in row
+    ]
 
 
 def test_split_spans_skip_the_bytes_of_a_null_slot():
@@ -275,14 +297,22 @@ def test_split_spans_skip_the_bytes_of_a_null_slot():
     raw = b"ab cdx y zq r"
     offsets = np.array([0, 5, 10, 13], dtype=np.int32)
     validity = np.packbits([1, 0, 1], bitorder="little")
-    texts = pa.StringArray.from_buffers(3, pa.py_buffer(offsets), pa.py_buffer(raw),
-                                        pa.py_buffer(validity.tobytes()), null_count=1)
+    texts = pa.StringArray.from_buffers(
+        3, pa.py_buffer(offsets), pa.py_buffer(raw), pa.py_buffer(validity.tobytes()), null_count=1
+    )
     assert texts.to_pylist() == ["ab cd", None, "q r"]
     data, starts, lengths, counts = split_spans(texts)
     assert counts.tolist() == [2, 0, 2]
-    assert [bytes(data[s:s + n]) for s, n in zip(starts, lengths)] == [b"ab", b"cd", b"q", b"r"]
+    assert [bytes(data[s : s + n]) for s, n in zip(starts, lengths, strict=False)] == [
+        b"ab",
+        b"cd",
+        b"q",
+        b"r",
+    ]
     clean = pa.array(["ab cd", None, "q r"], type=pa.large_string())
-    assert word_shingles_arrow(texts, 1, 3).to_pylist() == word_shingles_arrow(clean, 1, 3).to_pylist()
+    assert (
+        word_shingles_arrow(texts, 1, 3).to_pylist() == word_shingles_arrow(clean, 1, 3).to_pylist()
+    )
 
 
 def test_numpy_word_shingles_of_a_sliced_batch_equal_those_of_a_copy():
@@ -292,4 +322,6 @@ def test_numpy_word_shingles_of_a_sliced_batch_equal_those_of_a_copy():
 
     texts = pa.array(["x y", *NUMPY_TEXTS, "z"], type=pa.large_string()).slice(1, len(NUMPY_TEXTS))
     copy = pa.array(texts.to_pylist(), type=pa.large_string())
-    assert word_shingles_arrow(texts, 3, 5).to_pylist() == word_shingles_arrow(copy, 3, 5).to_pylist()
+    assert (
+        word_shingles_arrow(texts, 3, 5).to_pylist() == word_shingles_arrow(copy, 3, 5).to_pylist()
+    )

@@ -5,13 +5,14 @@ is packaged with ``scripts/package.sh`` and submitted with ``spark-submit
 --master spark://...`` exactly as the README's "Running on a cluster" section
 says (``--py-files dist/lsh_spark.zip --archives
 dist/lsh-spark-env.tar.gz#environment``).  While the job runs, an executor
-that is running Python tasks is killed with SIGKILL; the job must still finish, and its ``pairs/`` and
-``clusters/`` must equal a local-mode run's.  Every process the test started is
-stopped at the end, pass or fail.
+that is running Python tasks is killed with SIGKILL; the job must still finish,
+and its ``pairs/`` and ``clusters/`` must equal a local-mode run's.  Every
+process the test started is stopped at the end, pass or fail.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -101,38 +102,72 @@ def cluster(tmp_path_factory):
         pytest.skip("the standalone-cluster test reads /proc (Linux)")
     tmp = tmp_path_factory.mktemp("standalone")
     home = spark_home()
-    env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOG_DIR=str(tmp), SPARK_WORKER_DIR=str(tmp / "work"))
+    env = dict(
+        os.environ,
+        SPARK_HOME=home,
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(tmp),
+        SPARK_WORKER_DIR=str(tmp / "work"),
+    )
     port, ui = free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
     spark_class = os.path.join(home, "bin", "spark-class")
     procs, logs = [], []
 
     def start(name: str, *args: str) -> None:
-        log = open(tmp / f"{name}.log", "w")
+        log = open(tmp / f"{name}.log", "w")  # noqa: SIM115 (closed when the cluster stops)
         logs.append(log)
         # Own process group: stopping it stops the executors it launched too.
-        procs.append(subprocess.Popen([spark_class, *args], env=env, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [spark_class, *args],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     try:
-        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-              "--port", str(port), "--webui-port", str(ui))
+        start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        )
         wait_for(lambda: master_state(ui).get("status") == "ALIVE", 60, "the master")
         for i in (1, 2):
-            start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                  "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
-                  "--work-dir", str(tmp / f"work{i}"), url)
-        wait_for(lambda: sum(w.get("state") == "ALIVE"
-                             for w in master_state(ui).get("workers", [])) == 2,
-                 60, "two workers")
+            start(
+                f"worker{i}",
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(free_port()),
+                "--work-dir",
+                str(tmp / f"work{i}"),
+                url,
+            )
+        wait_for(
+            lambda: (
+                sum(w.get("state") == "ALIVE" for w in master_state(ui).get("workers", [])) == 2
+            ),
+            60,
+            "two workers",
+        )
         yield {"url": url, "ui": ui, "tmp": tmp, "env": env}
     finally:
         for p in procs:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         for p in procs:
             try:
                 p.wait(timeout=20)
@@ -145,24 +180,50 @@ def cluster(tmp_path_factory):
 
 def test_cluster_run_with_a_killed_executor_equals_local_run(cluster, spark, tmp_path):
     # 1. Package, as the README says.
-    pkg = subprocess.run(["bash", os.path.join(ROOT, "scripts", "package.sh")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=900)
+    pkg = subprocess.run(
+        ["bash", os.path.join(ROOT, "scripts", "package.sh")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert pkg.returncode == 0, pkg.stderr[-3000:]
     for f in ("dist/lsh_spark.zip", "dist/lsh-spark-env.tar.gz"):
         assert os.path.getsize(os.path.join(ROOT, f)) > 0, f
 
     # 2. Submit to the standalone master with the packaged library and environment.
     out = tmp_path / "cluster-out"
-    env = dict(cluster["env"], PYSPARK_PYTHON="./environment/bin/python",
-               PYSPARK_DRIVER_PYTHON=sys.executable)
-    cmd = [os.path.join(BIN, "spark-submit"), "--master", cluster["url"],
-           "--conf", "spark.driver.host=127.0.0.1",
-           "--conf", "spark.executor.cores=1", "--executor-memory", "512m",
-           "--total-executor-cores", "2", "--conf", "spark.ui.enabled=false",
-           "--py-files", "dist/lsh_spark.zip",
-           "--archives", "dist/lsh-spark-env.tar.gz#environment",
-           "jobs/dedup.py", "--input", SAMPLE, "--output", str(out),
-           "--checkpoint-dir", str(tmp_path / "checkpoints")]
+    env = dict(
+        cluster["env"],
+        PYSPARK_PYTHON="./environment/bin/python",
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+    )
+    cmd = [
+        os.path.join(BIN, "spark-submit"),
+        "--master",
+        cluster["url"],
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.executor.cores=1",
+        "--executor-memory",
+        "512m",
+        "--total-executor-cores",
+        "2",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--py-files",
+        "dist/lsh_spark.zip",
+        "--archives",
+        "dist/lsh-spark-env.tar.gz#environment",
+        "jobs/dedup.py",
+        "--input",
+        SAMPLE,
+        "--output",
+        str(out),
+        "--checkpoint-dir",
+        str(tmp_path / "checkpoints"),
+    ]
     log_path = tmp_path / "submit.log"
     with open(log_path, "w") as log:
         job = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -192,18 +253,33 @@ def test_cluster_run_with_a_killed_executor_equals_local_run(cluster, spark, tmp
     # killed (checked above) and its worker saw it die of SIGKILL (exit 137).
     # (The driver's own wording of the loss depends on timing and log level.)
     workers = "".join((cluster["tmp"] / f"worker{i}.log").read_text() for i in (1, 2))
-    assert re.search(r"Executor app-\S+ finished with state EXITED message "
-                     r"Command exited with code 137", workers), workers[-3000:]
+    assert re.search(
+        r"Executor app-\S+ finished with state EXITED message "
+        r"Command exited with code 137",
+        workers,
+    ), workers[-3000:]
 
     # 4. The same input in local mode: identical pairs and clusters.
     local = tmp_path / "local-out"
     proc = subprocess.run(
-        [os.path.join(BIN, "spark-submit"), "--master", "local[2]",
-         "--conf", "spark.ui.enabled=false", "jobs/dedup.py",
-         "--input", SAMPLE, "--output", str(local)],
-        cwd=ROOT, env=dict(os.environ, PYSPARK_PYTHON=sys.executable,
-                           PYSPARK_DRIVER_PYTHON=sys.executable),
-        capture_output=True, text=True, timeout=900)
+        [
+            os.path.join(BIN, "spark-submit"),
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            "jobs/dedup.py",
+            "--input",
+            SAMPLE,
+            "--output",
+            str(local),
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("pairs", "clusters"):
         a = spark.read.parquet(str(out / name))

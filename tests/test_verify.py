@@ -12,23 +12,36 @@ from lsh_spark.verify import verify_pairs
 
 def test_exact_jaccard_and_threshold(spark):
     sh = spark.createDataFrame(
-        [("a", [1, 2, 3, 4, 5]), ("b", [1, 2, 3, 4, 6]), ("c", [1, 2, 3, 4, 5]),
-         ("d", [7, 8]), ("e", [1, 2, 3, 4])],
-        "id string, shingles array<bigint>")
+        [
+            ("a", [1, 2, 3, 4, 5]),
+            ("b", [1, 2, 3, 4, 6]),
+            ("c", [1, 2, 3, 4, 5]),
+            ("d", [7, 8]),
+            ("e", [1, 2, 3, 4]),
+        ],
+        "id string, shingles array<bigint>",
+    )
     cands = spark.createDataFrame(
-        [("a", "b"), ("a", "c"), ("a", "d"), ("a", "e"), ("b", "e")], "id_a string, id_b string")
+        [("a", "b"), ("a", "c"), ("a", "d"), ("a", "e"), ("b", "e")], "id_a string, id_b string"
+    )
     got = verify_pairs(cands, sh, threshold=0.66)
-    schema = T.StructType([T.StructField("id_a", T.StringType()),
-                           T.StructField("id_b", T.StringType()),
-                           T.StructField("jaccard", T.DoubleType())])
+    schema = T.StructType(
+        [
+            T.StructField("id_a", T.StringType()),
+            T.StructField("id_b", T.StringType()),
+            T.StructField("jaccard", T.DoubleType()),
+        ]
+    )
     want = spark.createDataFrame(
-        [("a", "b", 4 / 6), ("a", "c", 1.0), ("a", "e", 0.8), ("b", "e", 0.8)], schema)
+        [("a", "b", 4 / 6), ("a", "c", 1.0), ("a", "e", 0.8), ("b", "e", 0.8)], schema
+    )
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_pair_exactly_at_threshold_is_kept(spark):
-    sh = spark.createDataFrame([("a", [1, 2, 3, 4, 5]), ("b", [1, 2, 3, 4])],
-                               "id string, shingles array<bigint>")
+    sh = spark.createDataFrame(
+        [("a", [1, 2, 3, 4, 5]), ("b", [1, 2, 3, 4])], "id string, shingles array<bigint>"
+    )
     cands = spark.createDataFrame([("a", "b")], "id_a string, id_b string")
     assert verify_pairs(cands, sh, threshold=0.8).count() == 1
     assert verify_pairs(cands, sh, threshold=0.8000001).count() == 0
@@ -36,18 +49,23 @@ def test_pair_exactly_at_threshold_is_kept(spark):
 
 def test_large_arrays(spark):
     n = 200_000
-    sh = spark.createDataFrame([("a", list(range(n))), ("b", list(range(n // 10, n + n // 10)))],
-                               "id string, shingles array<bigint>")
+    sh = spark.createDataFrame(
+        [("a", list(range(n))), ("b", list(range(n // 10, n + n // 10)))],
+        "id string, shingles array<bigint>",
+    )
     cands = spark.createDataFrame([("a", "b")], "id_a string, id_b string")
     j = verify_pairs(cands, sh, threshold=0.5).first().jaccard
     assert j == (n - n // 10) / (n + n // 10)
 
 
 def test_broadcast_and_shuffle_joins_agree(spark):
-    sh = spark.createDataFrame([(f"d{i}", list(range(i, i + 20))) for i in range(30)],
-                               "id string, shingles array<bigint>")
-    cands = spark.createDataFrame([(f"d{i}", f"d{j}") for i in range(30) for j in range(i + 1, 30)],
-                                  "id_a string, id_b string")
+    sh = spark.createDataFrame(
+        [(f"d{i}", list(range(i, i + 20))) for i in range(30)], "id string, shingles array<bigint>"
+    )
+    cands = spark.createDataFrame(
+        [(f"d{i}", f"d{j}") for i in range(30) for j in range(i + 1, 30)],
+        "id_a string, id_b string",
+    )
     a = verify_pairs(cands, sh, 0.5, broadcast=False)
     b = verify_pairs(cands, sh, 0.5, broadcast=True)
     assert a.count() > 0
@@ -63,41 +81,65 @@ def test_pair_jaccards_equal_python_sets_and_spark(spark):
     from pyspark.sql import functions as F
 
     rng = np.random.default_rng(5)
-    pool = rng.integers(-2**63, 2**63 - 1, size=3000, dtype=np.int64)
-    sets = [np.unique(rng.choice(pool, size=int(rng.integers(1, 400)), replace=False))
-            for _ in range(60)]
+    pool = rng.integers(-(2**63), 2**63 - 1, size=3000, dtype=np.int64)
+    sets = [
+        np.unique(rng.choice(pool, size=int(rng.integers(1, 400)), replace=False))
+        for _ in range(60)
+    ]
     sets += [sets[0].copy(), np.array([7]), np.array([7]), np.array([-5, 9])]
-    pairs = [(i, j) for i in range(len(sets)) for j in range(len(sets))
-             if i < j and (rng.random() < 0.2 or j >= 60)]
+    pairs = [
+        (i, j)
+        for i in range(len(sets))
+        for j in range(len(sets))
+        if i < j and (rng.random() < 0.2 or j >= 60)
+    ]
     batch = pa.RecordBatch.from_arrays(
-        [pa.array([i for i, _ in pairs], pa.int64()), pa.array([j for _, j in pairs], pa.int64()),
-         pa.array([sets[i].tolist() for i, _ in pairs], pa.list_(pa.int64())),
-         pa.array([sets[j].tolist() for _, j in pairs], pa.list_(pa.int64()))],
-        names=["id_a", "id_b", "shingles_a", "shingles_b"])
+        [
+            pa.array([i for i, _ in pairs], pa.int64()),
+            pa.array([j for _, j in pairs], pa.int64()),
+            pa.array([sets[i].tolist() for i, _ in pairs], pa.list_(pa.int64())),
+            pa.array([sets[j].tolist() for _, j in pairs], pa.list_(pa.int64())),
+        ],
+        names=["id_a", "id_b", "shingles_a", "shingles_b"],
+    )
     got = V.pair_jaccards(batch, 0.0)
     # Packed sets (dedup.py's shingles/) give the same rows.
     from lsh_spark.shingle import pack_shingles
 
     packed = pa.RecordBatch.from_arrays(
         batch.columns[:2] + [pack_shingles(batch.column(2)), pack_shingles(batch.column(3))],
-        names=batch.schema.names)
+        names=batch.schema.names,
+    )
     assert V.pair_jaccards(packed, 0.0).equals(got)
     want = {}
     for i, j in pairs:
         a, b = set(sets[i].tolist()), set(sets[j].tolist())
         want[(i, j)] = len(a & b) / (len(a) + len(b) - len(a & b))
-    assert dict(zip(zip(got.column(0).to_pylist(), got.column(1).to_pylist()),
-                    got.column(2).to_pylist())) == want
+    assert (
+        dict(
+            zip(
+                zip(got.column(0).to_pylist(), got.column(1).to_pylist(), strict=False),
+                got.column(2).to_pylist(),
+                strict=False,
+            )
+        )
+        == want
+    )
     assert max(want.values()) == 1.0 and min(want.values()) == 0.0
     # The threshold keeps exactly the rows at or above it.
     some = V.pair_jaccards(batch, 0.3)
     assert sorted(some.column(2).to_pylist()) == sorted(v for v in want.values() if v >= 0.3)
     # And Spark's expression gives the same doubles on the same sets.
-    sh = spark.createDataFrame([(k, s.tolist()) for k, s in enumerate(sets)],
-                               "id long, shingles array<bigint>")
+    sh = spark.createDataFrame(
+        [(k, s.tolist()) for k, s in enumerate(sets)], "id long, shingles array<bigint>"
+    )
     cands = spark.createDataFrame(pairs, "id_a long, id_b long")
-    spark_j = {(r.id_a, r.id_b): r.j for r in V.join_sides(cands, sh, "shingles").select(
-        "id_a", "id_b", V.jaccard(F.col("shingles_a"), F.col("shingles_b")).alias("j")).collect()}
+    spark_j = {
+        (r.id_a, r.id_b): r.j
+        for r in V.join_sides(cands, sh, "shingles")
+        .select("id_a", "id_b", V.jaccard(F.col("shingles_a"), F.col("shingles_b")).alias("j"))
+        .collect()
+    }
     assert spark_j == want
     via_job = {(r.id_a, r.id_b): r.jaccard for r in verify_pairs(cands, sh, 0.3).collect()}
     assert via_job == {k: v for k, v in want.items() if v >= 0.3}
@@ -120,18 +162,21 @@ def _brute_block(sets, threshold, covered=None):
 def _family(seed, n=60):
     rng = np.random.default_rng(seed)
     base = rng.integers(-(2**63), 2**63 - 1, 200).tolist()
-    sets = [set(x for x in base if rng.random() < 0.92)
-            | set(rng.integers(-(2**63), 2**63 - 1, int(rng.integers(1, 30))).tolist())
-            for _ in range(n)]
+    sets = [
+        set(x for x in base if rng.random() < 0.92)
+        | set(rng.integers(-(2**63), 2**63 - 1, int(rng.integers(1, 30))).tolist())
+        for _ in range(n)
+    ]
     sets += [{5}, {5}, {5, 6}]  # tiny members: J = 1 and J = 0.5
-    covered = [set(rng.choice(8, int(rng.integers(0, 3)), replace=False).tolist())
-               for _ in sets]
+    covered = [set(rng.choice(8, int(rng.integers(0, 3)), replace=False).tolist()) for _ in sets]
     return sets, covered
 
 
 def _flat(sets):
-    return (np.concatenate([np.array(sorted(s), dtype=np.int64) for s in sets]),
-            np.array([len(s) for s in sets]))
+    return (
+        np.concatenate([np.array(sorted(s), dtype=np.int64) for s in sets]),
+        np.array([len(s) for s in sets]),
+    )
 
 
 @pytest.mark.parametrize("cells", [1 << 22, 37, 1000])
@@ -141,16 +186,16 @@ def test_block_pairs_equal_brute_force(monkeypatch, cells):
     sets, covered = _family(3)
     values, lengths = _flat(sets)
     for cov in (None, covered):
-        i, j, s = V.block_pairs(values, lengths, 0.5,
-                                None if cov is None else _flat([c or set() for c in cov]))
-        got = dict(zip(zip(i.tolist(), j.tolist()), s.tolist()))
+        i, j, s = V.block_pairs(
+            values, lengths, 0.5, None if cov is None else _flat([c or set() for c in cov])
+        )
+        got = dict(zip(zip(i.tolist(), j.tolist(), strict=False), s.tolist(), strict=False))
         want = _brute_block(sets, 0.5, cov)
         assert len(want) > 100
         assert got == want  # float64 division: bit-identical to Spark's
     # required: only pairs whose members share a key.
-    i, j, s = V.block_pairs(values, lengths, 0.5,
-                            required=_flat([c or set() for c in covered]))
-    got = dict(zip(zip(i.tolist(), j.tolist()), s.tolist()))
+    i, j, s = V.block_pairs(values, lengths, 0.5, required=_flat([c or set() for c in covered]))
+    got = dict(zip(zip(i.tolist(), j.tolist(), strict=False), s.tolist(), strict=False))
     full = _brute_block(sets, 0.5)
     want = {p: v for p, v in full.items() if covered[p[0]] & covered[p[1]]}
     assert got == want and 0 < len(want) < len(full)
@@ -161,7 +206,9 @@ def test_row_ranges_split_the_pairs_evenly(n, parts):
     bounds = V.row_ranges(n, parts)
     assert bounds[0] == 0 and bounds[-1] == n and np.all(np.diff(bounds) >= 1)
     assert len(bounds) == min(parts, n) + 1
-    share = [sum(n - 1 - i for i in range(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    share = [
+        sum(n - 1 - i for i in range(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=False)
+    ]
     assert sum(share) == n * (n - 1) // 2
     if n >= 40:  # even shares, up to one row's pairs
         assert max(share) - min(share) <= n
@@ -189,17 +236,26 @@ def test_block_forest_connects_what_block_pairs_connect(seed):
         for kw in ({}, {"covered": keys}, {"required": keys}):
             i, j, jac = V.block_pairs(values, lengths, 0.5, **kw)
             fi, fj, fjac = V.block_forest(values, lengths, 0.5, **kw)
-            full = dict(zip(zip(i.tolist(), j.tolist()), jac.tolist()))
-            got = dict(zip(zip(fi.tolist(), fj.tolist()), fjac.tolist()))
+            full = dict(zip(zip(i.tolist(), j.tolist(), strict=False), jac.tolist(), strict=False))
+            got = dict(
+                zip(zip(fi.tolist(), fj.tolist(), strict=False), fjac.tolist(), strict=False)
+            )
             assert len(got) == len(fi) and all(full[p] == v for p, v in got.items())
-            want = reference_components(range(n), list(zip(i.tolist(), j.tolist())))
-            assert reference_components(range(n), list(zip(fi.tolist(), fj.tolist()))) == want
+            want = reference_components(range(n), list(zip(i.tolist(), j.tolist(), strict=False)))
+            assert (
+                reference_components(range(n), list(zip(fi.tolist(), fj.tolist(), strict=False)))
+                == want
+            )
             assert len(fi) == n - len({root for root, _ in want.values()}) < len(full) / 3
             # Shared among tasks: no pair twice, the same components together.
             for parts in (2, 7, 200):
-                shares = [V.block_forest(values, lengths, 0.5, share=(k, parts), **kw)
-                          for k in range(parts)]
-                pairs = [p for si, sj, _ in shares for p in zip(si.tolist(), sj.tolist())]
+                shares = [
+                    V.block_forest(values, lengths, 0.5, share=(k, parts), **kw)
+                    for k in range(parts)
+                ]
+                pairs = [
+                    p for si, sj, _ in shares for p in zip(si.tolist(), sj.tolist(), strict=False)
+                ]
                 assert len(pairs) == len(set(pairs)) and set(pairs) <= set(full)
                 assert all(len(si) < n for si, _, _ in shares)
                 assert reference_components(range(n), pairs) == want
@@ -212,7 +268,10 @@ def test_row_ranges_of_the_first_rows(n, rows, parts):
     assert bounds[0] == 0 and bounds[-1] == rows and np.all(np.diff(bounds) >= 0)
     assert len(bounds) == max(1, min(parts, rows)) + 1
     if rows >= parts:
-        share = [sum(n - 1 - i for i in range(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        share = [
+            sum(n - 1 - i for i in range(a, b))
+            for a, b in zip(bounds[:-1], bounds[1:], strict=False)
+        ]
         assert min(share) > 0 and max(share) - min(share) <= n
 
 
@@ -226,21 +285,34 @@ def test_block_pairs_by_row_range_add_up_to_the_whole_block(monkeypatch, parts, 
     bounds = V.row_ranges(len(sets), parts)
     for kw in ({}, {"covered": keys}, {"required": keys}):
         whole = V.block_pairs(values, lengths, 0.5, **kw)
-        pieces = [V.block_pairs(values, lengths, 0.5, row_range=(int(a), int(b)), **kw)
-                  for a, b in zip(bounds[:-1], bounds[1:])]
+        pieces = [
+            V.block_pairs(values, lengths, 0.5, row_range=(int(a), int(b)), **kw)
+            for a, b in zip(bounds[:-1], bounds[1:], strict=False)
+        ]
         assert len(whole[0]) > 100
         for k in range(3):
             assert np.array_equal(whole[k], np.concatenate([p[k] for p in pieces]))
-        for (a, b), (i, j, _) in zip(zip(bounds[:-1], bounds[1:]), pieces):
+        for (a, b), (i, j, _) in zip(
+            zip(bounds[:-1], bounds[1:], strict=False), pieces, strict=False
+        ):
             assert np.all((i >= a) & (i < b) & (j > i))
 
 
-@pytest.mark.parametrize("max_group,one_task,pairs_per_task,packed", [
-    (1000, True, 1 << 20, False), (1000, False, 1 << 20, False), (30, True, 1 << 20, False),
-    (1000, True, 100, False), (30, True, 60, False), (1000, True, 1 << 20, True),
-    (30, True, 60, True)])
-def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group, one_task,
-                                                   pairs_per_task, packed):
+@pytest.mark.parametrize(
+    "max_group,one_task,pairs_per_task,packed",
+    [
+        (1000, True, 1 << 20, False),
+        (1000, False, 1 << 20, False),
+        (30, True, 1 << 20, False),
+        (1000, True, 100, False),
+        (30, True, 60, False),
+        (1000, True, 1 << 20, True),
+        (30, True, 60, True),
+    ],
+)
+def test_blocks_and_pair_path_give_identical_pairs(
+    spark, monkeypatch, max_group, one_task, pairs_per_task, packed
+):
     """Two overlapping blocks plus pair rows: every pair once, same Jaccard as pair by pair.
 
     With ``max_group`` 1000 the two blocks are verified as one merged group;
@@ -256,26 +328,34 @@ def test_blocks_and_pair_path_give_identical_pairs(spark, monkeypatch, max_group
         monkeypatch.setattr(C, "LOCAL_FINISH_EDGES", 0)
     sets, _ = _family(4, n=40)
     ids = [f"d{i:03d}" for i in range(len(sets))]
-    sh = spark.createDataFrame(list(zip(ids, [sorted(s) for s in sets])),
-                               "id string, shingles array<bigint>")
+    sh = spark.createDataFrame(
+        list(zip(ids, [sorted(s) for s in sets], strict=False)), "id string, shingles array<bigint>"
+    )
     packed_sh = spark.createDataFrame(
-        [(i, np.array(sorted(s), dtype="<i8").tobytes()) for i, s in zip(ids, sets)],
-        "id string, shingles binary")
+        [(i, np.array(sorted(s), dtype="<i8").tobytes()) for i, s in zip(ids, sets, strict=False)],
+        "id string, shingles binary",
+    )
     blocks = spark.createDataFrame(
-        [(11, ids[:30]), (7, ids[10:40])], "block bigint, ids array<string>")
+        [(11, ids[:30]), (7, ids[10:40])], "block bigint, ids array<string>"
+    )
     cands = spark.createDataFrame(
         [(a, b) for a in ids for b in ids if a < b and (a >= "d035" or b >= "d038")],
-        "id_a string, id_b string")
+        "id_a string, id_b string",
+    )
     memberships = V.block_memberships(blocks)
     rest = V.drop_block_pairs(cands, memberships)
     used = packed_sh if packed else sh
-    got = (V.verify_pairs(rest, used, 0.5)
-           .unionByName(V.verify_blocks(blocks, memberships, used, 0.5, max_group)).collect())
+    got = (
+        V.verify_pairs(rest, used, 0.5)
+        .unionByName(V.verify_blocks(blocks, memberships, used, 0.5, max_group))
+        .collect()
+    )
     keys = [(r.id_a, r.id_b) for r in got]
     assert len(keys) == len(set(keys)), "a pair was emitted twice"
     inside = {(a, b) for blk in (ids[:30], ids[10:40]) for a in blk for b in blk if a < b}
-    everything = spark.createDataFrame(sorted(inside | {(r.id_a, r.id_b) for r in cands.collect()}),
-                                       "id_a string, id_b string")
+    everything = spark.createDataFrame(
+        sorted(inside | {(r.id_a, r.id_b) for r in cands.collect()}), "id_a string, id_b string"
+    )
     want = {(r.id_a, r.id_b): r.jaccard for r in V.verify_pairs(everything, sh, 0.5).collect()}
     assert {(r.id_a, r.id_b): r.jaccard for r in got} == want
     assert len(want) > 200
@@ -292,10 +372,11 @@ def test_block_groups_in_one_task_equal_the_distributed_ones(spark, monkeypatch,
     rng = random.Random(11)
     alphabet = ["a", "Z", "é", "中", "😀", "0", "ß"]
     if id_type == "string":
-        ids = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
-                      for _ in range(400)})
+        ids = sorted(
+            {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4))) for _ in range(400)}
+        )
     else:
-        ids = sorted(rng.sample(range(-10**12, 10**12), 400))
+        ids = sorted(rng.sample(range(-(10**12), 10**12), 400))
     rng.shuffle(ids)
     # Families: chains of overlapping blocks of several sizes, plus lone blocks;
     # block keys are random longs, negative ones included.
@@ -305,7 +386,7 @@ def test_block_groups_in_one_task_equal_the_distributed_ones(spark, monkeypatch,
         for _ in range(family):
             size = rng.randint(3, 25)
             lo = rng.randint(start, max(start, pos - 2))
-            rows.append((rng.randint(-2**62, 2**62), ids[lo:lo + size]))
+            rows.append((rng.randint(-(2**62), 2**62), ids[lo : lo + size]))
             pos = max(pos, lo + size)
         pos += 1
     blocks = spark.createDataFrame(rows, f"block bigint, ids array<{id_type}>")
@@ -318,8 +399,9 @@ def test_block_groups_in_one_task_equal_the_distributed_ones(spark, monkeypatch,
                 dist = V.block_groups(blocks, memberships, max_size, max_family_size=max_family)
                 want = sorted(tuple(r) for r in dist.collect())
             got = sorted(tuple(r) for r in one.collect())
-            assert ([(f.name, f.dataType) for f in one.schema]
-                    == [(f.name, f.dataType) for f in dist.schema])
+            assert [(f.name, f.dataType) for f in one.schema] == [
+                (f.name, f.dataType) for f in dist.schema
+            ]
             assert got == want
             assert len(got) > 100 and len({r[1] for r in got}) > 3
             # Families above max_size members are split into their blocks, the others merged.
@@ -329,10 +411,12 @@ def test_block_groups_in_one_task_equal_the_distributed_ones(spark, monkeypatch,
         memberships.unpersist()
 
 
-@pytest.mark.parametrize("max_group,pairs_per_task", [(1000, 1 << 20), (1000, 100), (30, 1 << 20),
-                                                     (30, 100)])
-def test_family_above_the_bound_writes_a_spanning_forest(spark, monkeypatch, max_group,
-                                                         pairs_per_task):
+@pytest.mark.parametrize(
+    "max_group,pairs_per_task", [(1000, 1 << 20), (1000, 100), (30, 1 << 20), (30, 100)]
+)
+def test_family_above_the_bound_writes_a_spanning_forest(
+    spark, monkeypatch, max_group, pairs_per_task
+):
     """A family of more than max_family_size members: a subset of its verified
     pairs with the same Jaccard values and the same connected components.
 
@@ -345,20 +429,30 @@ def test_family_above_the_bound_writes_a_spanning_forest(spark, monkeypatch, max
     monkeypatch.setattr(V, "FOREST_PAIRS_PER_TASK", pairs_per_task)
     sets, _ = _family(6, n=40)
     ids = [f"d{i:03d}" for i in range(len(sets))]
-    sh = spark.createDataFrame(list(zip(ids, [sorted(s) for s in sets])),
-                               "id string, shingles array<bigint>")
+    sh = spark.createDataFrame(
+        list(zip(ids, [sorted(s) for s in sets], strict=False)), "id string, shingles array<bigint>"
+    )
     # Two overlapping blocks (one family of 40) and a separate one of 3.
     blocks = spark.createDataFrame(
-        [(11, ids[:30]), (7, ids[10:40]), (3, ids[40:])], "block bigint, ids array<string>")
+        [(11, ids[:30]), (7, ids[10:40]), (3, ids[40:])], "block bigint, ids array<string>"
+    )
     memberships = V.block_memberships(blocks)
-    full = {(r.id_a, r.id_b): r.jaccard for r in
-            V.verify_blocks(blocks, memberships, sh, 0.5, max_group).collect()}
-    at_bound = {(r.id_a, r.id_b): r.jaccard for r in V.verify_blocks(
-        blocks, memberships, sh, 0.5, max_group, max_family_size=40).collect()}
+    full = {
+        (r.id_a, r.id_b): r.jaccard
+        for r in V.verify_blocks(blocks, memberships, sh, 0.5, max_group).collect()
+    }
+    at_bound = {
+        (r.id_a, r.id_b): r.jaccard
+        for r in V.verify_blocks(
+            blocks, memberships, sh, 0.5, max_group, max_family_size=40
+        ).collect()
+    }
     assert at_bound == full  # 40 members is not above a bound of 40
     groups = V.block_groups(blocks, memberships, max_group, max_family_size=39)
-    got = {(r.id_a, r.id_b): r.jaccard for r in V.verify_blocks(
-        blocks, memberships, sh, 0.5, max_group, groups=groups).collect()}
+    got = {
+        (r.id_a, r.id_b): r.jaccard
+        for r in V.verify_blocks(blocks, memberships, sh, 0.5, max_group, groups=groups).collect()
+    }
     assert set(got) < set(full) and all(full[p] == v for p, v in got.items())
     # At most one tree edge per member in each of the family's tasks.
     tasks = V.block_tasks(groups).filter("family = 'd000'").collect()
@@ -391,8 +485,9 @@ def test_block_tasks_give_copies_the_pairs_the_joins_give(spark, monkeypatch, pa
     sigs = spark.createDataFrame(docs, "id string, text_hash binary")
     dups = DuplicateGroups(sigs, max_group=1000)
     assert dups.stats()["expanded_documents"] == 9
-    sh = spark.createDataFrame(list(zip(ids, [sorted(s) for s in sets])),
-                               "id string, shingles array<bigint>")
+    sh = spark.createDataFrame(
+        list(zip(ids, [sorted(s) for s in sets], strict=False)), "id string, shingles array<bigint>"
+    )
     blocks = spark.createDataFrame([(5, ids)], "block bigint, ids array<string>")
     memberships = V.block_memberships(blocks)
     got = V.verify_blocks(blocks, memberships, sh, 0.5, 1000, copies=dups.copies(1000))
@@ -410,13 +505,17 @@ def test_share_slots_give_every_share_its_own_partition(spark, sizes):
 
     split = spark.createDataFrame(
         [(g * 1000 - 7, p, parts) for g, parts in enumerate(sizes) for p in range(parts)],
-        "group bigint, part int, parts int")
+        "group bigint, part int, parts int",
+    )
     n = sum(sizes)
     slots = V.share_slots(split, n)
     assert slots.count() == n and slots.select("slot").distinct().count() == n
-    placed = (slots.repartition(n, "slot")
-              .groupBy(F.spark_partition_id().alias("p"))
-              .agg(F.count(F.lit(1)).alias("shares")).collect())
+    placed = (
+        slots.repartition(n, "slot")
+        .groupBy(F.spark_partition_id().alias("p"))
+        .agg(F.count(F.lit(1)).alias("shares"))
+        .collect()
+    )
     assert len(placed) == n and all(r.shares == 1 for r in placed)
 
 
@@ -424,21 +523,27 @@ def test_share_slots_give_every_share_its_own_partition(spark, sizes):
 def test_share_slots_spread_more_shares_than_partitions_round_robin(spark, shares, n):
     """With more shares than partitions (a count fixed before the shares were
     counted), every partition gets floor or ceil(shares / n) of them."""
-    split = spark.createDataFrame([(11, p, shares) for p in range(shares)],
-                                  "group bigint, part int, parts int")
+    split = spark.createDataFrame(
+        [(11, p, shares) for p in range(shares)], "group bigint, part int, parts int"
+    )
     slots = V.share_slots(split, n)
     assert slots.count() == shares
     assert slots.select("group", "part").distinct().count() == shares
-    placed = sorted(r.shares for r in slots.repartition(n, "slot")
-                    .groupBy(F.spark_partition_id().alias("p"))
-                    .agg(F.count(F.lit(1)).alias("shares")).collect())
+    placed = sorted(
+        r.shares
+        for r in slots.repartition(n, "slot")
+        .groupBy(F.spark_partition_id().alias("p"))
+        .agg(F.count(F.lit(1)).alias("shares"))
+        .collect()
+    )
     assert sum(placed) == shares and len(placed) == min(n, shares)
     assert placed[0] >= shares // n and placed[-1] <= -(-shares // n)
 
 
 @pytest.mark.parametrize("pairs_per_task", [None, 3])
 def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(
-        spark, tmp_path, sample_path, monkeypatch, pairs_per_task):
+    spark, tmp_path, sample_path, monkeypatch, pairs_per_task
+):
     """run_dedup passes the candidate stage's block total, so the block groups are
     planned before the sizing job and their shares computed in it; the stage
     jobs size them in a second job; with the signature stage's document and
@@ -465,17 +570,31 @@ def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(
         assert memberships.agg(F.sum(F.size("in_blocks"))).first()[0] == total
         counts = sigs["counts"]
         # The shingle total counts the accepted documents' sets.
-        assert counts["accepted_shingles"] == spark.read.parquet(out.path("signatures")).agg(
-            F.sum("num_shingles")).first()[0]
-        bounds = ({"documents": counts["accepted"], "shingles": counts["accepted_shingles"]}
-                  if mode == "bounds" else {})
-        report = stage_verify(spark, out, cfg, block_members=None if mode == "job" else total,
-                              **bounds)
+        assert (
+            counts["accepted_shingles"]
+            == spark.read.parquet(out.path("signatures")).agg(F.sum("num_shingles")).first()[0]
+        )
+        bounds = (
+            {"documents": counts["accepted"], "shingles": counts["accepted_shingles"]}
+            if mode == "bounds"
+            else {}
+        )
+        report = stage_verify(
+            spark, out, cfg, block_members=None if mode == "job" else total, **bounds
+        )
         assert report["verify_sizing"] == ("bounds" if mode == "bounds" else "job")
-        pairs = sorted(tuple(r) for r in spark.read.parquet(out.path("pairs"))
-                       .select("id_a", "id_b", "jaccard").collect())
-        runs[mode] = (report["block_verification"], report["exact_duplicates"],
-                      report["counts"], pairs)
+        pairs = sorted(
+            tuple(r)
+            for r in spark.read.parquet(out.path("pairs"))
+            .select("id_a", "id_b", "jaccard")
+            .collect()
+        )
+        runs[mode] = (
+            report["block_verification"],
+            report["exact_duplicates"],
+            report["counts"],
+            pairs,
+        )
     assert runs["job"] == runs["folded"] == runs["bounds"]
     work = runs["bounds"][0]
     assert work["groups"] > 0 and runs["bounds"][2]["verified_pairs"] > 0
@@ -483,8 +602,9 @@ def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(
         assert work["split_tasks"] > int(spark.conf.get("spark.sql.shuffle.partitions"))
 
 
-def test_verify_broadcast_and_shuffled_shingles_give_the_same_pairs(spark, tmp_path, sample_path,
-                                                                    monkeypatch):
+def test_verify_broadcast_and_shuffled_shingles_give_the_same_pairs(
+    spark, tmp_path, sample_path, monkeypatch
+):
     """The pair candidates' shingle sets are broadcast up to BROADCAST_SHINGLE_BYTES
     (read once, not cached) and joined by shuffles above it (cached, read by both
     joins): the same pairs and counts either way."""
@@ -502,8 +622,12 @@ def test_verify_broadcast_and_shuffled_shingles_give_the_same_pairs(spark, tmp_p
         stage_signatures(spark, str(sample_path), out, cfg)
         stage_candidates(spark, out, cfg)
         report = stage_verify(spark, out, cfg)
-        pairs = sorted(tuple(r) for r in spark.read.parquet(out.path("pairs"))
-                       .select("id_a", "id_b", "jaccard").collect())
+        pairs = sorted(
+            tuple(r)
+            for r in spark.read.parquet(out.path("pairs"))
+            .select("id_a", "id_b", "jaccard")
+            .collect()
+        )
         runs[limit] = (report["counts"], pairs)
     assert default > 0 and runs[0] == runs[default]
     assert runs[0][0]["verified_pairs"] > 0
@@ -513,14 +637,20 @@ def test_verify_broadcast_and_shuffled_shingles_give_the_same_pairs(spark, tmp_p
 def test_sorted_intersections_compiled_equals_numpy(seed):
     pytest.importorskip("numba")
     rng = np.random.default_rng(seed)
-    pool = rng.integers(-2**63, 2**63 - 1, size=2000, dtype=np.int64)
-    sets = [np.unique(rng.choice(pool, size=int(rng.integers(0, 300)), replace=False))
-            for _ in range(400)]
+    pool = rng.integers(-(2**63), 2**63 - 1, size=2000, dtype=np.int64)
+    sets = [
+        np.unique(rng.choice(pool, size=int(rng.integers(0, 300)), replace=False))
+        for _ in range(400)
+    ]
     sets += [np.array([], np.int64), sets[0].copy(), np.array([pool[0]]), np.array([pool[0]])]
     a, b = sets[::2], sets[1::2]
-    args = (np.concatenate(a), np.array([len(s) for s in a]),
-            np.concatenate(b), np.array([len(s) for s in b]))
-    want = [len(set(x.tolist()) & set(y.tolist())) for x, y in zip(a, b)]
+    args = (
+        np.concatenate(a),
+        np.array([len(s) for s in a]),
+        np.concatenate(b),
+        np.array([len(s) for s in b]),
+    )
+    want = [len(set(x.tolist()) & set(y.tolist())) for x, y in zip(a, b, strict=False)]
     assert V.sorted_intersections(*args, kernel="numpy").tolist() == want
     # Read-only arrays too, as Arrow hands them to the workers.
     for arr in args:
@@ -534,8 +664,9 @@ def test_expand_copies_orders_every_copy_pair_as_spark_compares_ids():
 
     rng = np.random.default_rng(3)
     alphabet = ["a", "B", "z", "é", "日", "0", "-"]
-    ids = sorted({"".join(rng.choice(alphabet, size=int(rng.integers(1, 6))))
-                  for _ in range(60)})[:40]
+    ids = sorted({"".join(rng.choice(alphabet, size=int(rng.integers(1, 6)))) for _ in range(60)})[
+        :40
+    ]
     members = ids[:20]
     pool = iter(ids[20:])
     copies = []
@@ -544,13 +675,18 @@ def test_expand_copies_orders_every_copy_pair_as_spark_compares_ids():
         copies.append([m, *extra] if extra else None)
     i, j = np.triu_indices(len(members), 1)
     jac = rng.random(len(i))
-    a, b, got_jac = V.expand_copies(pa.array(members), pa.array(copies, pa.list_(pa.string())),
-                                    i.astype(np.int64), j.astype(np.int64), jac)
+    a, b, got_jac = V.expand_copies(
+        pa.array(members),
+        pa.array(copies, pa.list_(pa.string())),
+        i.astype(np.int64),
+        j.astype(np.int64),
+        jac,
+    )
     want = []
-    for k, (x, y) in enumerate(zip(i, j)):
+    for k, (x, y) in enumerate(zip(i, j, strict=False)):
         for cx in copies[x] or [members[x]]:
             for cy in copies[y] or [members[y]]:
                 lo, hi = sorted([cx, cy], key=lambda s: s.encode())
                 want.append((lo, hi, jac[k]))
-    assert sorted(zip(a.to_pylist(), b.to_pylist(), got_jac.tolist())) == sorted(want)
-    assert all(x.encode() < y.encode() for x, y in zip(a.to_pylist(), b.to_pylist()))
+    assert sorted(zip(a.to_pylist(), b.to_pylist(), got_jac.tolist(), strict=False)) == sorted(want)
+    assert all(x.encode() < y.encode() for x, y in zip(a.to_pylist(), b.to_pylist(), strict=False))

@@ -18,14 +18,20 @@ def test_the_limits_are_the_documented_ones():
     assert BROADCAST_SHINGLE_BYTES == 64 << 20 and BROADCAST_ID_ROWS == 2_000_000
 
 
-@pytest.mark.parametrize("documents,shingles,block_members,bounded", [
-    (1000, FULL, 10, True),          # exactly BROADCAST_SHINGLE_BYTES
-    (1000, FULL + 1, 10, False),     # one shingle more
-    (1000, 10, None, False), (None, 10, 0, False), (1000, None, 0, False),
-    (BROADCAST_ID_ROWS + 1, 10, 0, False),  # more ids than BROADCAST_ID_ROWS
-])
+@pytest.mark.parametrize(
+    "documents,shingles,block_members,bounded",
+    [
+        (1000, FULL, 10, True),  # exactly BROADCAST_SHINGLE_BYTES
+        (1000, FULL + 1, 10, False),  # one shingle more
+        (1000, 10, None, False),
+        (None, 10, 0, False),
+        (1000, None, 0, False),
+        (BROADCAST_ID_ROWS + 1, 10, 0, False),  # more ids than BROADCAST_ID_ROWS
+    ],
+)
 def test_sized_by_bounds_only_when_every_shingle_set_fits_a_broadcast(
-        documents, shingles, block_members, bounded):
+    documents, shingles, block_members, bounded
+):
     assert (bounded_counts(block_members, documents, shingles) is not None) is bounded
 
 
@@ -51,11 +57,11 @@ def test_job_plan_broadcasts_shingles_up_to_the_limit(pair_shingles, broadcast):
     assert plan.sized_by == "job" and not plan.report_after_write
 
 
-@pytest.mark.parametrize("rows,broadcast", [(BROADCAST_ID_ROWS, True),
-                                            (BROADCAST_ID_ROWS + 1, False)])
+@pytest.mark.parametrize(
+    "rows,broadcast", [(BROADCAST_ID_ROWS, True), (BROADCAST_ID_ROWS + 1, False)]
+)
 def test_id_lists_are_broadcast_up_to_the_limit(rows, broadcast):
-    plan = plan_verify(VerifyCounts(rows, 0, rows, block_edges=rows), "job",
-                       groups_planned=True)
+    plan = plan_verify(VerifyCounts(rows, 0, rows, block_edges=rows), "job", groups_planned=True)
     assert plan.broadcast_pair_ids is broadcast and plan.broadcast_member_ids is broadcast
 
 

@@ -8,8 +8,8 @@ import json
 import os
 
 import pytest
-
 from crawlgen import day, near_copy, page, record_id, write_warc
+
 from lsh_spark.config import DedupConfig
 from lsh_spark.io import detect_format
 from lsh_spark.warc import parse_records
@@ -36,35 +36,54 @@ def test_keeps_200_html_and_carries_metadata(tmp_path):
 
 
 def test_skips_and_rejects_with_reasons(tmp_path):
-    data = _bytes(tmp_path, [
-        dict(url="https://a.example/404", date=day(1), status=404, html=b"<p>gone</p>"),
-        dict(url="https://a.example/r", date=day(1), kind="request"),
-        dict(url="https://a.example/j", date=day(1), type="application/json", html=b"{}"),
-        dict(url="https://a.example/b", date=day(1),
-             html=b"<html><body><script>var x;</script></body></html>"),
-        dict(url="https://a.example/ok", date=day(1), html=page("mozilla-2")),
-    ])
+    data = _bytes(
+        tmp_path,
+        [
+            dict(url="https://a.example/404", date=day(1), status=404, html=b"<p>gone</p>"),
+            dict(url="https://a.example/r", date=day(1), kind="request"),
+            dict(url="https://a.example/j", date=day(1), type="application/json", html=b"{}"),
+            dict(
+                url="https://a.example/b",
+                date=day(1),
+                html=b"<html><body><script>var x;</script></body></html>",
+            ),
+            dict(url="https://a.example/ok", date=day(1), html=page("mozilla-2")),
+        ],
+    )
     rows = {r["url"]: r for r in parse_records(data, "f.warc.gz")}
     assert rows["https://a.example/404"]["skip_reason"] == "http_status: 404"
     assert rows["https://a.example/r"]["skip_reason"] == "record_type: request"
     assert rows["https://a.example/j"]["skip_reason"] == "not_html: application/json"
     assert rows["https://a.example/b"]["reject_reason"].startswith("empty_text:")
     assert rows["https://a.example/ok"]["text"]
-    assert sum(1 for r in rows.values() if r.get("skip_reason") is None
-               and r.get("reject_reason") is None) == 1
+    assert (
+        sum(
+            1
+            for r in rows.values()
+            if r.get("skip_reason") is None and r.get("reject_reason") is None
+        )
+        == 1
+    )
 
 
 def test_truncated_and_garbage_files_become_one_reject(tmp_path):
-    good = _bytes(tmp_path, [dict(url="https://a.example/1", date=day(1), html=page("ars-1")),
-                             dict(url="https://a.example/2", date=day(1), html=page("lwn-1"))])
+    good = _bytes(
+        tmp_path,
+        [
+            dict(url="https://a.example/1", date=day(1), html=page("ars-1")),
+            dict(url="https://a.example/2", date=day(1), html=page("lwn-1")),
+        ],
+    )
     cut = list(parse_records(good[: len(good) - 3000], "dir/cut.warc.gz"))
     assert [r.get("url") for r in cut if r.get("text")] == ["https://a.example/1"]
     assert cut[-1]["url"] == "https://a.example/2"
     assert cut[-1]["reject_reason"].startswith("truncated_record: the file ends ")
     junk = list(parse_records(gzip.compress(b"this is not a WARC file\r\n" * 50), "d/junk.warc.gz"))
     assert len(junk) == 1
-    assert junk[0]["reject_reason"] == ("invalid_record: WARC parse error in junk.warc.gz after "
-                                        "0 records: OSError: Invalid WARC header")
+    assert junk[0]["reject_reason"] == (
+        "invalid_record: WARC parse error in junk.warc.gz after "
+        "0 records: OSError: Invalid WARC header"
+    )
 
 
 def test_wet_conversion_records_are_plain_text(tmp_path):
@@ -73,9 +92,15 @@ def test_wet_conversion_records_are_plain_text(tmp_path):
     buf = io.BytesIO()
     writer = WARCWriter(buf, gzip=True)
     rec = writer.create_warc_record(
-        "https://a.example/t", "conversion", payload=io.BytesIO("héllo wörld\nline two".encode()),
-        warc_headers_dict={"WARC-Date": day(2), "Content-Type": "text/plain",
-                           "WARC-Record-ID": "<urn:uuid:wet-1>"})
+        "https://a.example/t",
+        "conversion",
+        payload=io.BytesIO("héllo wörld\nline two".encode()),
+        warc_headers_dict={
+            "WARC-Date": day(2),
+            "Content-Type": "text/plain",
+            "WARC-Record-ID": "<urn:uuid:wet-1>",
+        },
+    )
     writer.write_record(rec)
     (row,) = list(parse_records(buf.getvalue(), "x.warc.wet.gz"))
     assert row["text"] == "héllo wörld\nline two"
@@ -93,15 +118,21 @@ def test_dedup_job_reads_warc(spark, tmp_path):
     from lsh_spark.pipeline import run_dedup
 
     src = tmp_path / "crawl"
-    write_warc(str(src / "a.warc.gz"), [
-        dict(url="https://a.example/1", date=day(1), html=page("wapo-1")),
-        dict(url="https://a.example/2", date=day(1), html=page("wapo-2")),
-        dict(url="https://a.example/404", date=day(1), status=404, html=b"<p>x</p>"),
-    ])
-    write_warc(str(src / "b.warc.gz"), [
-        dict(url="https://b.example/1", date=day(2), html=near_copy(page("wapo-1"))),
-        dict(url="https://b.example/e", date=day(2), html=b"<html><body></body></html>"),
-    ])
+    write_warc(
+        str(src / "a.warc.gz"),
+        [
+            dict(url="https://a.example/1", date=day(1), html=page("wapo-1")),
+            dict(url="https://a.example/2", date=day(1), html=page("wapo-2")),
+            dict(url="https://a.example/404", date=day(1), status=404, html=b"<p>x</p>"),
+        ],
+    )
+    write_warc(
+        str(src / "b.warc.gz"),
+        [
+            dict(url="https://b.example/1", date=day(2), html=near_copy(page("wapo-1"))),
+            dict(url="https://b.example/e", date=day(2), html=b"<html><body></body></html>"),
+        ],
+    )
     (src / "c.warc.gz").write_bytes(gzip.compress(b"GET / HTTP/1.0\r\n" * 20))
     out = tmp_path / "out"
     report = run_dedup(spark, str(src), str(out), DedupConfig())

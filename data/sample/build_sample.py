@@ -11,6 +11,7 @@ Input: ``<pages>/<name>/expected.html`` (Mozilla Readability test fixtures,
 Apache-2.0).  HTML is turned into plain text with resiliparse's
 ``extract_plain_text``.  Output: JSONL rows ``{"id", "source", "text"}``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,24 +25,24 @@ from resiliparse.extract.html2text import extract_plain_text
 
 SEED = 20240607
 
-MIN_ARTICLE_WORDS = 80        # skip articles shorter than this
-SPLIT_ABOVE_WORDS = 600       # articles longer than this are chunked
+MIN_ARTICLE_WORDS = 80  # skip articles shorter than this
+SPLIT_ABOVE_WORDS = 600  # articles longer than this are chunked
 CHUNK_MIN, CHUNK_MAX = 250, 450
-UNIT_MAX = 200                # paragraphs longer than this are cut at sentences
-MAX_CHUNKS_PER_PAGE = 6       # keeps a few very long pages from dominating
-MAX_CJK_SHARE = 0.2           # skip unsegmented-script pages (word counts meaningless)
+UNIT_MAX = 200  # paragraphs longer than this are cut at sentences
+MAX_CHUNKS_PER_PAGE = 6  # keeps a few very long pages from dominating
+MAX_CJK_SHARE = 0.2  # skip unsegmented-script pages (word counts meaningless)
 
 # Base docs that already resemble a kept one (duplicated fixtures, shared
 # boilerplate) are dropped so that the only near-duplicates are planted ones.
 DEDUP_JACCARD = 0.2
 DEDUP_CONTAINMENT = 0.4
 
-NEAR_FRACTION = 0.20          # share of base docs that get near copies
-NEAR_COPIES = (1, 3)          # copies per chosen base doc
-EDIT_RATE = (0.01, 0.15)      # share of words touched by edits
-EDIT_SPAN = (1, 5)            # each edit touches a run of 1-5 consecutive words
-SWAP_PROB = 0.5               # chance a near copy also swaps two adjacent sentences
-N_EXACT = 10                  # case/whitespace/punctuation-only copies
+NEAR_FRACTION = 0.20  # share of base docs that get near copies
+NEAR_COPIES = (1, 3)  # copies per chosen base doc
+EDIT_RATE = (0.01, 0.15)  # share of words touched by edits
+EDIT_SPAN = (1, 5)  # each edit touches a run of 1-5 consecutive words
+SWAP_PROB = 0.5  # chance a near copy also swaps two adjacent sentences
+N_EXACT = 10  # case/whitespace/punctuation-only copies
 
 MAX_BYTES = 1_500_000
 
@@ -53,6 +54,7 @@ _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef]")
 
 # --------------------------------------------------------------------------- text
 
+
 def tokens(text: str) -> list[str]:
     """Normalised tokens: lowercase, split on non-alphanumerics."""
     return [t for t in _TOKEN_SPLIT.split(text.lower()) if t]
@@ -62,7 +64,7 @@ def shingles(text: str, k: int = SHINGLE) -> set[tuple[str, ...]]:
     t = tokens(text)
     if len(t) < k:
         return {tuple(t)} if t else set()
-    return {tuple(t[i:i + k]) for i in range(len(t) - k + 1)}
+    return {tuple(t[i : i + k]) for i in range(len(t) - k + 1)}
 
 
 def jaccard(a: set, b: set) -> float:
@@ -91,12 +93,15 @@ def units_of(paragraph: str) -> list[str]:
     out, cur = [], []
     for sent in _SENT_SPLIT.split(paragraph):
         words = sent.split()
-        while len(words) > UNIT_MAX:                 # a run-on "sentence"
+        while len(words) > UNIT_MAX:  # a run-on "sentence"
             if cur:
-                out.append(" ".join(cur)); cur = []
-            out.append(" ".join(words[:UNIT_MAX])); words = words[UNIT_MAX:]
+                out.append(" ".join(cur))
+                cur = []
+            out.append(" ".join(words[:UNIT_MAX]))
+            words = words[UNIT_MAX:]
         if len(cur) + len(words) > UNIT_MAX and cur:
-            out.append(" ".join(cur)); cur = []
+            out.append(" ".join(cur))
+            cur = []
         cur.extend(words)
     if cur:
         out.append(" ".join(cur))
@@ -117,7 +122,8 @@ def chunk(text: str) -> list[str]:
     for u, new_para in units:
         n = nwords(u)
         if cur and cur_n + n > CHUNK_MAX and cur_n >= CHUNK_MIN:
-            chunks.append(cur); cur, cur_n = "", 0
+            chunks.append(cur)
+            cur, cur_n = "", 0
         # units are <= UNIT_MAX words, so cur (< CHUNK_MIN) + u stays <= CHUNK_MAX
         cur = u if not cur else cur + ("\n\n" if new_para else " ") + u
         cur_n += n
@@ -131,6 +137,7 @@ def chunk(text: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------- mutation
+
 
 def near_copy(text: str, vocab: list[str], rng: random.Random) -> tuple[str, float]:
     """Word-level edits: substitutions (vocab words), deletions, insertions in
@@ -152,7 +159,7 @@ def near_copy(text: str, vocab: list[str], rng: random.Random) -> tuple[str, flo
             for j in range(pos, min(pos + span, len(sent))):
                 sent[j] = rng.choice(vocab)
         elif op == "del" and len(sent) > span:
-            del sent[pos:pos + span]
+            del sent[pos : pos + span]
         else:
             sent[pos:pos] = [rng.choice(vocab) for _ in range(span)]
         touched += span
@@ -198,17 +205,19 @@ def exact_copy(text: str, rng: random.Random) -> str:
     want = tokens(text)
     for _ in range(20):
         cand = rng.choice(EXACT_VARIANTS)(text, rng)
-        if cand != text and tokens(cand) == want:   # e.g. 'ß'.upper() changes tokens
+        if cand != text and tokens(cand) == want:  # e.g. 'ß'.upper() changes tokens
             return cand
     return _double_spaces(text, rng) + " !!"
 
 
 # -------------------------------------------------------------------------- main
 
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pages", required=True, type=Path,
-                    help="folder of <name>/expected.html fixture pages")
+    ap.add_argument(
+        "--pages", required=True, type=Path, help="folder of <name>/expected.html fixture pages"
+    )
     ap.add_argument("--out", required=True, type=Path, help="output JSONL path")
     args = ap.parse_args(argv)
 
@@ -226,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         if nonspace and sum(bool(_CJK.match(c)) for c in nonspace) / len(nonspace) > MAX_CJK_SHARE:
             skipped_cjk.append(d.name)
             continue
-        if "lorem ipsum" in text.lower():            # placeholder, not real text
+        if "lorem ipsum" in text.lower():  # placeholder, not real text
             skipped_lorem.append(d.name)
             continue
         if nwords(text) < MIN_ARTICLE_WORDS:
@@ -240,20 +249,22 @@ def main(argv: list[str] | None = None) -> int:
     for doc in base:
         sh = shingles(doc["text"])
         dup = False
-        for other, osh in zip(kept, kept_sh):
+        for other, osh in zip(kept, kept_sh, strict=False):
             inter = len(sh & osh)
-            if inter and (jaccard(sh, osh) >= DEDUP_JACCARD
-                          or inter / min(len(sh), len(osh)) >= DEDUP_CONTAINMENT):
+            if inter and (
+                jaccard(sh, osh) >= DEDUP_JACCARD
+                or inter / min(len(sh), len(osh)) >= DEDUP_CONTAINMENT
+            ):
                 dropped.append((doc["id"], other["id"]))
                 dup = True
                 break
         if not dup:
-            kept.append(doc); kept_sh.append(sh)
+            kept.append(doc)
+            kept_sh.append(sh)
     base = kept
 
     # corpus vocabulary with repeats, so replacement words follow corpus frequency
-    vocab = [w for doc in base for w in doc["text"].split()
-             if re.fullmatch(r"[^\W\d_]+", w)]
+    vocab = [w for doc in base for w in doc["text"].split() if re.fullmatch(r"[^\W\d_]+", w)]
 
     rows = list(base)
     n_choose = round(NEAR_FRACTION * len(base))
@@ -265,8 +276,13 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"id": f"{doc['id']}~near{n}", "source": doc["source"], "text": text})
             n_near += 1
     for doc in rng.sample(base, N_EXACT):
-        rows.append({"id": f"{doc['id']}~exact1", "source": doc["source"],
-                     "text": exact_copy(doc["text"], rng)})
+        rows.append(
+            {
+                "id": f"{doc['id']}~exact1",
+                "source": doc["source"],
+                "text": exact_copy(doc["text"], rng),
+            }
+        )
 
     rng.shuffle(rows)
     ids = [r["id"] for r in rows]

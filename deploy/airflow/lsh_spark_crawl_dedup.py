@@ -44,8 +44,7 @@ with DAG(
     start_date=datetime(2026, 11, 1),
     catchup=True,
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=10),
-                  "depends_on_past": True},
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=10), "depends_on_past": True},
     tags=["lsh-spark"],
 ) as crawl_dag:
     SparkSubmitOperator(
@@ -53,10 +52,14 @@ with DAG(
         application=f"{HOME}/jobs/crawl_dedup.py",
         name="lsh-spark crawl_dedup {{ ds }}",
         application_args=[
-            "--batch", CRAWL_ROOT + "/{{ ds }}",
-            "--index", INDEX,
-            "--output", RESULTS + "/{{ ds }}",
-            "--batch-id", "crawl-{{ ds }}",
+            "--batch",
+            CRAWL_ROOT + "/{{ ds }}",
+            "--index",
+            INDEX,
+            "--output",
+            RESULTS + "/{{ ds }}",
+            "--batch-id",
+            "crawl-{{ ds }}",
         ],
         **COMMON,
     )

@@ -19,15 +19,16 @@ from lsh_spark.candidates import bucket_members, bucket_summary, candidate_block
 from lsh_spark.config import DedupConfig
 from lsh_spark.session import in_background
 from lsh_spark.simhash import block_bounds, explode_tables
-from lsh_spark.stages.common import Output, Timer, job_group, observed, tagged
+from lsh_spark.stages.common import Output, Timer, job_tag, observed, tagged
 
 # Points of the p-stable S-curve in the report: distances 0 .. 3 x max_distance.
 DISTANCE_CURVE_POINTS = 20
 DISTANCE_CURVE_SPAN = 3
 
 
-def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig,
-                     documents: int | None = None) -> dict[str, Any]:
+def stage_candidates(
+    spark: SparkSession, out: Output, cfg: DedupConfig, documents: int | None = None
+) -> dict[str, Any]:
     """Band keys and bucket grouping: writes ``candidates/`` (pairs) and ``blocks/``.
 
     ``documents``: the number of rows of ``signatures/`` when the caller knows
@@ -42,20 +43,24 @@ def stage_candidates(spark: SparkSession, out: Output, cfg: DedupConfig,
     if documents is None:
         with tagged(spark, "candidates"):
             documents = sigs.count()
-    summary.update({
-        "block_min_size": cfg.block_min_size,
-        "blocks": int(blk["blocks"] or 0),
-        "block_members": int(blk["members"] or 0),
-        "block_pairs": int(blk["pairs"] or 0),
-    })
+    summary.update(
+        {
+            "block_min_size": cfg.block_min_size,
+            "blocks": int(blk["blocks"] or 0),
+            "block_members": int(blk["members"] or 0),
+            "block_pairs": int(blk["pairs"] or 0),
+        }
+    )
     return {
         "banding": banding_section(cfg),
         "buckets": summary,
         # Candidate pairs: pair rows plus every pair inside a block (a pair in
         # several blocks counted once per block).  A family written as a
         # spanning forest computes fewer of them (see block_forest).
-        "counts": {"band_rows": documents * bands,
-                   "candidate_pairs": n_cands + int(blk["pairs"] or 0)},
+        "counts": {
+            "band_rows": documents * bands,
+            "candidate_pairs": n_cands + int(blk["pairs"] or 0),
+        },
         "seconds": timer.seconds,
     }
 
@@ -69,23 +74,32 @@ def _band_rows(sigs: DataFrame, cfg: DedupConfig) -> tuple[DataFrame, int]:
     return explode_bands(sigs, b, r, "text_hash"), b
 
 
-def _write_candidates(spark: SparkSession, out: Output, cfg: DedupConfig, buckets: DataFrame
-                      ) -> tuple[int, dict[str, Any], dict[str, Any]]:
+def _write_candidates(
+    spark: SparkSession, out: Output, cfg: DedupConfig, buckets: DataFrame
+) -> tuple[int, dict[str, Any], dict[str, Any]]:
     """Write ``candidates/`` and ``blocks/`` from the cached ``buckets``; return the
     number of candidate pairs, the blocks' counts and the buckets' summary."""
     # Block verification is a Jaccard matrix product: MinHash only.
     block_min = cfg.block_min_size if cfg.method == "minhash" else None
     pairs, seen_pairs = observed(
-        candidate_pairs(buckets, cfg.max_bucket_size, block_min), pairs=F.count(F.lit(1)))
+        candidate_pairs(buckets, cfg.max_bucket_size, block_min), pairs=F.count(F.lit(1))
+    )
     out.write(pairs, "candidates")
     size = F.col("size").cast("long")
     blocks, seen_blocks = observed(
         candidate_blocks(buckets, cfg.max_bucket_size, block_min),
-        blocks=F.count(F.lit(1)), members=F.sum(size), pairs=F.sum(size * (size - 1) / 2))
+        blocks=F.count(F.lit(1)),
+        members=F.sum(size),
+        pairs=F.sum(size * (size - 1) / 2),
+    )
     # The report's bucket counts: a small job over the cached buckets, beside
     # the blocks' write.
-    summarized = in_background(spark, "lsh-spark-bucket-summary", *job_group("candidates"),
-                               lambda: bucket_summary(buckets, cfg.max_bucket_size))
+    summarized = in_background(
+        spark,
+        "lsh-spark-bucket-summary",
+        job_tag("candidates"),
+        lambda: bucket_summary(buckets, cfg.max_bucket_size),
+    )
     try:
         out.write(blocks, "blocks")
     finally:
@@ -99,25 +113,39 @@ def banding_section(cfg: DedupConfig) -> dict[str, Any]:
     if cfg.method == "simhash":
         bounds = block_bounds(cfg.simhash.blocks)
         return {
-            "method": "simhash", "max_hamming": cfg.simhash.max_hamming, "blocks": cfg.simhash.blocks,
+            "method": "simhash",
+            "max_hamming": cfg.simhash.max_hamming,
+            "blocks": cfg.simhash.blocks,
             "tables": math.comb(cfg.simhash.blocks, cfg.simhash.max_hamming),
-            "key_bits": sorted({sum(w for _, w in c) for c in
-                                combinations(bounds, cfg.simhash.blocks - cfg.simhash.max_hamming)}),
-            "guarantee": f"every pair within Hamming distance {cfg.simhash.max_hamming} shares a key",
+            "key_bits": sorted(
+                {
+                    sum(w for _, w in c)
+                    for c in combinations(bounds, cfg.simhash.blocks - cfg.simhash.max_hamming)
+                }
+            ),
+            "guarantee": (
+                f"every pair within Hamming distance {cfg.simhash.max_hamming} shares a key"
+            ),
         }
     b, r = cfg.band_params()
     section = {
-        "method": cfg.method, "bands": b, "rows": r, "num_perm": cfg.num_perm,
-        "chosen_by": "user" if cfg.bands or cfg.rows else
-        f"recall-biased default: P(threshold) >= {cfg.target_recall}",
+        "method": cfg.method,
+        "bands": b,
+        "rows": r,
+        "num_perm": cfg.num_perm,
+        "chosen_by": "user"
+        if cfg.bands or cfg.rows
+        else f"recall-biased default: P(threshold) >= {cfg.target_recall}",
         "row_probability_at_threshold": cfg.row_probability(),
         "candidate_probability_at_threshold": candidate_probability(cfg.row_probability(), b, r),
     }
     if cfg.method == "minhash":
         section["s_curve"] = s_curve(b, r)
     elif cfg.method == "hyperplane":
-        section["s_curve"] = [{"cosine": p["s"], "p": candidate_probability(
-            cfg.row_probability(p["s"]), b, r)} for p in s_curve(b, r)]
+        section["s_curve"] = [
+            {"cosine": p["s"], "p": candidate_probability(cfg.row_probability(p["s"]), b, r)}
+            for p in s_curve(b, r)
+        ]
     else:
         section["bucket_width"] = cfg.vectors.width
         section["s_curve"] = _distance_curve(cfg, b, r)
@@ -128,6 +156,10 @@ def _distance_curve(cfg: DedupConfig, b: int, r: int) -> list[dict[str, float]]:
     """The p-stable S-curve: candidate probability at evenly spaced distances."""
     top = DISTANCE_CURVE_SPAN * float(cfg.vectors.max_distance)
     points = DISTANCE_CURVE_POINTS
-    return [{"distance": round(top * i / points, 6),
-             "p": candidate_probability(cfg.row_probability(top * i / points), b, r)}
-            for i in range(points + 1)]
+    return [
+        {
+            "distance": round(top * i / points, 6),
+            "p": candidate_probability(cfg.row_probability(top * i / points), b, r),
+        }
+        for i in range(points + 1)
+    ]

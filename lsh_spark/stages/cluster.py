@@ -17,8 +17,9 @@ from lsh_spark.report import CLUSTER_SIZE_ROWS
 from lsh_spark.stages.common import Output, Timer, observed, restore_id_col, tagged
 
 
-def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig,
-                  n_pairs: int | None = None) -> dict[str, Any]:
+def stage_cluster(
+    spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig, n_pairs: int | None = None
+) -> dict[str, Any]:
     """Connected components and the keep policy: writes ``clusters/`` and ``deduped/``.
 
     ``n_pairs``: the number of rows of ``pairs/`` when the caller knows it.
@@ -26,16 +27,20 @@ def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupC
     timer = Timer(spark)
     sigs = out.read("signatures")
     with timer("cluster"):
-        clusters = connected_components(out.read("pairs"), sigs.select("id"),
-                                        cfg.max_cc_iterations, n_edges=n_pairs)
+        clusters = connected_components(
+            out.read("pairs"), sigs.select("id"), cfg.max_cc_iterations, n_edges=n_pairs
+        )
         clusters = apply_keep_policy(clusters, sigs.select("id", "text_len"), cfg.keep)
         dup = F.col("cluster_size") > 1
         # Exactly one document of each cluster is kept: kept documents count clusters.
         clusters, seen = observed(
-            clusters, docs=F.count(F.lit(1)), in_dup=F.count(F.when(dup, 1)),
+            clusters,
+            docs=F.count(F.lit(1)),
+            in_dup=F.count(F.when(dup, 1)),
             kept=F.count(F.when(F.col("keep"), 1)),
             largest=F.coalesce(F.max("cluster_size"), F.lit(0)),
-            dup_clusters=F.count(F.when(dup & F.col("keep"), 1)))
+            dup_clusters=F.count(F.when(dup & F.col("keep"), 1)),
+        )
         out.write(clusters, "clusters")
     kept = out.read("clusters").filter("keep")
     with timer("deduped"):
@@ -43,16 +48,23 @@ def stage_cluster(spark: SparkSession, input_path: str, out: Output, cfg: DedupC
         deduped = raw.join(kept.select("id", "cluster_size"), "id").drop("reject_reason")
         out.write(restore_id_col(deduped, cfg, facts["derived_ids"]), "deduped")
     with tagged(spark, "cluster"):
-        sizes = [{"cluster_size": r["cluster_size"], "clusters": r["n"]}
-                 for r in kept.groupBy("cluster_size").agg(F.count(F.lit(1)).alias("n"))
-                 .orderBy("cluster_size").limit(CLUSTER_SIZE_ROWS).collect()]
+        sizes = [
+            {"cluster_size": r["cluster_size"], "clusters": r["n"]}
+            for r in kept.groupBy("cluster_size")
+            .agg(F.count(F.lit(1)).alias("n"))
+            .orderBy("cluster_size")
+            .limit(CLUSTER_SIZE_ROWS)
+            .collect()
+        ]
     row = seen.get
     return {
         "counts": {
-            "clustered_documents": row["docs"], "clusters": row["kept"],
+            "clustered_documents": row["docs"],
+            "clusters": row["kept"],
             "duplicate_clusters": row["dup_clusters"],
             "documents_in_duplicate_clusters": row["in_dup"],
-            "largest_cluster": row["largest"], "deduped_documents": row["kept"],
+            "largest_cluster": row["largest"],
+            "deduped_documents": row["kept"],
             "removed_documents": row["docs"] - row["kept"],
         },
         "cluster_size_histogram": sizes,

@@ -43,12 +43,6 @@ def job_tag(stage: str) -> str:
     return f"lsh-spark:{stage}"
 
 
-def job_group(stage: str) -> tuple[str, str]:
-    """The job group id and description of a background job of ``stage``
-    (:func:`lsh_spark.session.in_background`)."""
-    return job_tag(stage), f"lsh-spark stage {stage}"
-
-
 @contextmanager
 def tagged(spark: SparkSession | None, stage: str) -> Iterator[None]:
     """Tag the Spark jobs this thread starts inside the block with :func:`job_tag`,

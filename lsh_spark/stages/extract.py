@@ -12,8 +12,9 @@ from lsh_spark.stages.common import Output, Timer
 from lsh_spark.warc import extract_warc, register_extracted, skipped_counts
 
 
-def extract_crawl_input(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
-                        ) -> dict[str, Any]:
+def extract_crawl_input(
+    spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
+) -> dict[str, Any]:
     """For WARC input, extract the pages once into ``extracted/`` of the output.
 
     Later reads of ``input_path`` in this process read that Parquet instead of
@@ -30,8 +31,14 @@ def extract_crawl_input(spark: SparkSession, input_path: str, out: Output, cfg: 
         register_extracted(input_path, out.path("extracted"))
         skipped = skipped_counts(extracted)
         records = extracted.count()
-    return {"warc": {"records": records, "skipped": sum(skipped.values()),
-                     "skipped_by_reason": skipped}, "seconds": timer.seconds}
+    return {
+        "warc": {
+            "records": records,
+            "skipped": sum(skipped.values()),
+            "skipped_by_reason": skipped,
+        },
+        "seconds": timer.seconds,
+    }
 
 
 def release_crawl_input(input_path: str, out: Output) -> None:

@@ -52,15 +52,18 @@ def _binning(cfg: DedupConfig) -> _Histogram:
     if cfg.method == "simhash":
         return _Histogram(measure, cfg.simhash.max_hamming + 1, 1.0)
     if cfg.method == "hyperplane":  # cosine >= threshold
-        return _Histogram(similarity_bin(measure), SIMILARITY_BINS, float(SIMILARITY_BINS),
-                          similarity_bin_of(cfg.threshold))
+        return _Histogram(
+            similarity_bin(measure),
+            SIMILARITY_BINS,
+            float(SIMILARITY_BINS),
+            similarity_bin_of(cfg.threshold),
+        )
     step = float(cfg.vectors.max_distance) / DISTANCE_BINS
     key = F.least(F.floor(measure / F.lit(step)), F.lit(DISTANCE_BINS - 1))
     return _Histogram(key, DISTANCE_BINS, 1 / step)
 
 
-def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
-                         ) -> dict[str, Any]:
+def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig) -> dict[str, Any]:
     """Exact Hamming distance (simhash), cosine (hyperplane) or Euclidean distance
     (pstable) of every candidate; pairs within the bound, plus exact duplicates
     (same text or same vector), go to ``pairs/`` (``id_a``, ``id_b``, measure)."""
@@ -69,8 +72,9 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
     with timer("verify"), ExitStack() as stack:
         # Candidates join group representatives of identical texts (or vectors);
         # every copy gets its representative's pairs, and the copies their own.
-        dups = stack.enter_context(cached(DuplicateGroups(out.read("signatures"),
-                                                          cfg.max_bucket_size)))
+        dups = stack.enter_context(
+            cached(DuplicateGroups(out.read("signatures"), cfg.max_bucket_size))
+        )
         if cfg.method == "simhash":
             near, same = _simhash_pairs(out, cfg, stack)
         else:
@@ -79,15 +83,18 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig
         for name, value in same.items():
             copies = copies.withColumn(name, F.lit(value))
         # The histogram of the measure comes with the write.
-        pairs, seen = observed(dups.expand(near, BROADCAST_ID_ROWS).unionByName(copies),
-                               **histogram_metrics(binning.key, binning.bins, binning.first))
+        pairs, seen = observed(
+            dups.expand(near, BROADCAST_ID_ROWS).unionByName(copies),
+            **histogram_metrics(binning.key, binning.bins, binning.first),
+        )
         out.write(pairs, "pairs")
     bins = histogram(seen.get)
     return {
         "counts": {"verified_pairs": sum(n for _, n in bins)},
         "exact_duplicates": dups.stats(),
-        f"{cfg.measure}_histogram": [{"from": round(b / binning.scale, 6), "pairs": n}
-                                     for b, n in bins],
+        f"{cfg.measure}_histogram": [
+            {"from": round(b / binning.scale, 6), "pairs": n} for b, n in bins
+        ],
         "seconds": timer.seconds,
     }
 
@@ -100,26 +107,31 @@ def _keep_listed(table: DataFrame, ids: DataFrame) -> DataFrame:
     return table.join(ids, "id", "left_semi")
 
 
-def _simhash_pairs(out: Output, cfg: DedupConfig, stack: ExitStack
-                   ) -> tuple[DataFrame, dict[str, Any]]:
+def _simhash_pairs(
+    out: Output, cfg: DedupConfig, stack: ExitStack
+) -> tuple[DataFrame, dict[str, Any]]:
     """Candidates within ``max_hamming`` bits (and, with ``verify_jaccard``, at
     least ``threshold`` Jaccard); and the values of a pair of identical texts."""
     measure = cfg.measure
     value = hamming(F.col("simhash_a"), F.col("simhash_b"))
-    near = (join_sides(out.read("candidates"), out.read("signatures"), "simhash")
-            .select("id_a", "id_b", value.alias(measure))
-            .filter(F.col(measure) <= cfg.simhash.max_hamming))
+    near = (
+        join_sides(out.read("candidates"), out.read("signatures"), "simhash")
+        .select("id_a", "id_b", value.alias(measure))
+        .filter(F.col(measure) <= cfg.simhash.max_hamming)
+    )
     if not cfg.simhash.verify_jaccard:
         return near, {measure: 0}
     ids = stack.enter_context(cached(candidate_ids(near)))
     sh = _keep_listed(accepted_shingles(out), ids)
-    near = verify_module.similar(join_sides(near, sh, "shingles"), ["id_a", "id_b", measure],
-                                 cfg.threshold)
+    near = verify_module.similar(
+        join_sides(near, sh, "shingles"), ["id_a", "id_b", measure], cfg.threshold
+    )
     return near, {measure: 0, "jaccard": 1.0}
 
 
-def _vector_pairs(out: Output, cfg: DedupConfig, stack: ExitStack
-                  ) -> tuple[DataFrame, dict[str, Any]]:
+def _vector_pairs(
+    out: Output, cfg: DedupConfig, stack: ExitStack
+) -> tuple[DataFrame, dict[str, Any]]:
     """Candidates with cosine at least ``threshold`` (hyperplane) or distance at
     most ``max_distance`` (pstable); and the measure of two identical vectors."""
     cands = out.read("candidates")
@@ -136,7 +148,12 @@ def _vector_pairs(out: Output, cfg: DedupConfig, stack: ExitStack
 
         def ok(v: Column) -> Column:
             return v <= F.lit(float(cfg.vectors.max_distance))
+
     near = verify_module.kept_where(
-        join_sides(cands, needed, "vector"), ["id_a", "id_b"],
-        fn(F.col("vector_a"), F.col("vector_b")), cfg.measure, ok)
+        join_sides(cands, needed, "vector"),
+        ["id_a", "id_b"],
+        fn(F.col("vector_a"), F.col("vector_b")),
+        cfg.measure,
+        ok,
+    )
     return near, {cfg.measure: same}

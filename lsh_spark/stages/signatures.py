@@ -25,7 +25,7 @@ from lsh_spark.stages.common import (
     SIGNATURE_PARQUET,
     Output,
     Timer,
-    job_group,
+    job_tag,
     observed,
     tagged,
 )
@@ -34,8 +34,14 @@ from lsh_spark.vectors import add_vector_signatures, as_double_array, vector_rej
 SIGNATURE_COLUMNS = ("id", "signature", "num_shingles", "text_hash", "text_len")
 
 
-def stage_signatures(spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig,
-                     packed: bool = False, check_ids: bool = True) -> dict[str, Any]:
+def stage_signatures(
+    spark: SparkSession,
+    input_path: str,
+    out: Output,
+    cfg: DedupConfig,
+    packed: bool = False,
+    check_ids: bool = True,
+) -> dict[str, Any]:
     """Read, validate, normalize, shingle, MinHash (or SimHash; vectors: project).
 
     Writes ``shingles/`` (vectors: ``vectors/``), ``signatures/`` and ``rejects/``.
@@ -84,19 +90,24 @@ def _features(raw: DataFrame, cfg: DedupConfig, packed: bool) -> DataFrame:
     """Every record's ``id``, ``reason`` (null when accepted), text facts and shingles;
     MinHash on word shingles also its ``signature`` (one fused Python pass)."""
     if cfg.method == "minhash" and cfg.shingle == "word":
-        texts = checked_texts(raw, cfg.text_col, cfg.max_text_chars, binary=False,
-                              passed_len=False)
-        return word_minhash_features(texts, cfg.shingle_k, cfg.seed, cfg.num_perm,
-                                     packed=packed)
+        texts = checked_texts(raw, cfg.text_col, cfg.max_text_chars, binary=False, passed_len=False)
+        return word_minhash_features(texts, cfg.shingle_k, cfg.seed, cfg.num_perm, packed=packed)
     prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
     ok = F.col("reason").isNull()
     tf = cfg.method == "simhash" and cfg.simhash.simhash_weight == "tf"
-    return add_shingles(prepared.select(
-        "id", "text_len", "reason",
-        F.when(ok, text_hash(F.col("norm"), cfg.seed)).alias("text_hash"),
-        F.when(ok, F.col("norm")).alias("norm"),
-    ), cfg.shingle, cfg.shingle_k, cfg.seed,
-        all_out="shingle_list" if tf else None).drop("norm")
+    return add_shingles(
+        prepared.select(
+            "id",
+            "text_len",
+            "reason",
+            F.when(ok, text_hash(F.col("norm"), cfg.seed)).alias("text_hash"),
+            F.when(ok, F.col("norm")).alias("norm"),
+        ),
+        cfg.shingle,
+        cfg.shingle_k,
+        cfg.seed,
+        all_out="shingle_list" if tf else None,
+    ).drop("norm")
 
 
 def _write_signatures(feats: DataFrame, out: Output, cfg: DedupConfig) -> None:
@@ -107,12 +118,18 @@ def _write_signatures(feats: DataFrame, out: Output, cfg: DedupConfig) -> None:
         sigs = accepted.select(*SIGNATURE_COLUMNS)
     elif cfg.method == "simhash":
         weighted = "shingle_list" if cfg.simhash.simhash_weight == "tf" else "shingles"
-        sigs = add_simhash(accepted.select(
-            "id", weighted, F.size("shingles").alias("num_shingles"), "text_hash", "text_len"),
-            weighted)
+        sigs = add_simhash(
+            accepted.select(
+                "id", weighted, F.size("shingles").alias("num_shingles"), "text_hash", "text_len"
+            ),
+            weighted,
+        )
     else:
-        sigs = minhash(accepted.drop("reason").select(
-            "id", "text_len", "text_hash", "shingles"), cfg.num_perm, cfg.seed)
+        sigs = minhash(
+            accepted.drop("reason").select("id", "text_len", "text_hash", "shingles"),
+            cfg.num_perm,
+            cfg.seed,
+        )
         sigs = sigs.select(*SIGNATURE_COLUMNS)
     out.write(sigs, "signatures", **SIGNATURE_PARQUET)
     out.write(feats.filter(~ok).select("id", "reason"), "rejects")
@@ -122,12 +139,14 @@ def start_id_check(spark: SparkSession, records: DataFrame) -> Future[None]:
     """Check in a background job that the ids of ``records`` (``shingles/`` as
     read back: every record read, rejected ones included) are unique; the
     future raises :class:`InputError` naming repeated ones."""
-    return in_background(spark, "lsh-spark-id-check", *job_group("signatures"),
-                         lambda: check_unique_ids(records))
+    return in_background(
+        spark, "lsh-spark-id-check", job_tag("signatures"), lambda: check_unique_ids(records)
+    )
 
 
-def _await_id_check(ids_checked: Future[None] | None, out: Output,
-                    written: tuple[str, ...]) -> None:
+def _await_id_check(
+    ids_checked: Future[None] | None, out: Output, written: tuple[str, ...]
+) -> None:
     """Wait for :func:`start_id_check`; if the ids repeat, delete ``written`` and raise."""
     if ids_checked is None:
         return
@@ -155,8 +174,7 @@ def _checked_ids(out: Output, name: str) -> DataFrame:
     return df
 
 
-def _record_counts(features: DataFrame, shingles: bool = False
-                   ) -> tuple[DataFrame, Observation]:
+def _record_counts(features: DataFrame, shingles: bool = False) -> tuple[DataFrame, Observation]:
     """Every input record's features (rejected ones with a ``reason``), observed:
     ``records`` and ``rejected`` come with the write (see :func:`observed`);
     ``shingles``: also the total ``num_shingles`` of the accepted records."""
@@ -166,16 +184,19 @@ def _record_counts(features: DataFrame, shingles: bool = False
     return observed(features, **metrics)
 
 
-def _signature_counts(out: Output, facts: dict[str, Any], seen: dict[str, int]
-                      ) -> dict[str, Any]:
+def _signature_counts(out: Output, facts: dict[str, Any], seen: dict[str, int]) -> dict[str, Any]:
     """The report's counts, from ``seen`` (:func:`_record_counts`) and, when some
     records were rejected, one small aggregation of ``rejects/`` by reason code."""
     rejected = int(seen["rejected"])
     by_reason: dict[str, int] = {}
     if rejected:
-        codes = (out.read("rejects")
-                 .select(F.split("reason", ":").getItem(0).alias("code"))
-                 .groupBy("code").agg(F.count(F.lit(1)).alias("n")).collect())
+        codes = (
+            out.read("rejects")
+            .select(F.split("reason", ":").getItem(0).alias("code"))
+            .groupBy("code")
+            .agg(F.count(F.lit(1)).alias("n"))
+            .collect()
+        )
         by_reason = {r["code"]: r["n"] for r in codes}
     accepted = int(seen["records"]) - rejected
     counts = {"input_records": accepted + rejected, "accepted": accepted, "rejected": rejected}
@@ -188,8 +209,9 @@ def _signature_counts(out: Output, facts: dict[str, Any], seen: dict[str, int]
     }
 
 
-def stage_vector_signatures(spark: SparkSession, input_path: str, out: Output,
-                            cfg: DedupConfig) -> dict[str, Any]:
+def stage_vector_signatures(
+    spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
+) -> dict[str, Any]:
     """Vectors: validate, project (hyperplane bits or p-stable buckets).
 
     Writes ``vectors/`` (``id``, ``vector`` as ``array<double>``, ``reason``),
@@ -200,13 +222,21 @@ def stage_vector_signatures(spark: SparkSession, input_path: str, out: Output,
     with timer("read"):
         raw, facts = read_corpus(spark, input_path, cfg)
     with timer("signatures"):
-        v = as_double_array(F.col(cfg.vectors.vector_col), raw.schema[cfg.vectors.vector_col].dataType)
+        v = as_double_array(
+            F.col(cfg.vectors.vector_col), raw.schema[cfg.vectors.vector_col].dataType
+        )
         vecs = raw.select("id", v.alias("vector"), "reject_reason")
-        top = (vecs.filter(F.col("vector").isNotNull()).groupBy(F.size("vector").alias("n"))
-               .count().orderBy(F.col("count").desc(), "n").first())
+        top = (
+            vecs.filter(F.col("vector").isNotNull())
+            .groupBy(F.size("vector").alias("n"))
+            .count()
+            .orderBy(F.col("count").desc(), "n")
+            .first()
+        )
         dim = int(top["n"]) if top else 1
-        reason = F.coalesce(F.col("reject_reason"),
-                            vector_rejects(F.col("vector"), dim, cfg.method == "hyperplane"))
+        reason = F.coalesce(
+            F.col("reject_reason"), vector_rejects(F.col("vector"), dim, cfg.method == "hyperplane")
+        )
         vectors, seen = _record_counts(vecs.select("id", "vector", reason.alias("reason")))
         out.write(vectors, "vectors")
         vecs = _checked_ids(out, "vectors")
@@ -214,10 +244,19 @@ def stage_vector_signatures(spark: SparkSession, input_path: str, out: Output,
         sigs = add_vector_signatures(ok, cfg.method, dim, cfg.num_perm, cfg.seed, cfg.vectors.width)
         # Identical vectors share a 32-byte digest: the exact-duplicate key.
         digest = F.unhex(F.sha2(F.concat_ws(",", F.col("vector").cast("array<string>")), 256))
-        out.write(sigs.join(ok.select("id", digest.alias("text_hash"),
-                                      F.lit(cfg.num_perm).alias("num_shingles"),
-                                      F.lit(None).cast("int").alias("text_len")), "id"),
-                  "signatures", **SIGNATURE_PARQUET)
+        out.write(
+            sigs.join(
+                ok.select(
+                    "id",
+                    digest.alias("text_hash"),
+                    F.lit(cfg.num_perm).alias("num_shingles"),
+                    F.lit(None).cast("int").alias("text_len"),
+                ),
+                "id",
+            ),
+            "signatures",
+            **SIGNATURE_PARQUET,
+        )
         out.write(vecs.filter(F.col("reason").isNotNull()).select("id", "reason"), "rejects")
     with tagged(spark, "signatures"):
         section = _signature_counts(out, dict(facts, dimension=dim), seen.get)

@@ -54,9 +54,14 @@ class _Tables:
     groups: DataFrame | None = None  # block groups, cached once planned
 
 
-def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig,
-                 block_members: int | None = None, documents: int | None = None,
-                 shingles: int | None = None) -> dict[str, Any]:
+def stage_verify(
+    spark: SparkSession,
+    out: Output,
+    cfg: DedupConfig,
+    block_members: int | None = None,
+    documents: int | None = None,
+    shingles: int | None = None,
+) -> dict[str, Any]:
     """Exact Jaccard of every candidate, plus exact-duplicate edges: writes ``pairs/``.
 
     For the other methods, the method's exact measure (:func:`stage_verify_measure`).
@@ -83,9 +88,13 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig,
         found, block_work = _verified_pairs(spark, t, plan, sizes, cfg, stack)
         pairs, seen = observed(
             found.unionByName(t.dups.pairs()),
-            **histogram_metrics(similarity_bin(F.col("jaccard")), SIMILARITY_BINS,
-                                first=similarity_bin_of(cfg.threshold)),
-            exact=F.count(F.when(F.col("jaccard") >= 1.0, 1)))
+            **histogram_metrics(
+                similarity_bin(F.col("jaccard")),
+                SIMILARITY_BINS,
+                first=similarity_bin_of(cfg.threshold),
+            ),
+            exact=F.count(F.when(F.col("jaccard") >= 1.0, 1)),
+        )
         out.write(pairs, "pairs")
         if plan.report_after_write:
             after = _figures_after_write(t)
@@ -94,12 +103,13 @@ def stage_verify(spark: SparkSession, out: Output, cfg: DedupConfig,
     # The histogram bins also give the total.
     bins = histogram(seen.get)
     return {
-        "counts": {"verified_pairs": sum(n for _, n in bins),
-                   "pairs_with_jaccard_1": int(seen.get["exact"])},
+        "counts": {
+            "verified_pairs": sum(n for _, n in bins),
+            "pairs_with_jaccard_1": int(seen.get["exact"]),
+        },
         "block_verification": {**block_work, "max_family_size": cfg.max_family_size},
         "exact_duplicates": t.dups.stats(),
-        "jaccard_histogram": [{"from": round(b / SIMILARITY_BINS, 2), "pairs": n}
-                              for b, n in bins],
+        "jaccard_histogram": [{"from": round(b / SIMILARITY_BINS, 2), "pairs": n} for b, n in bins],
         "verify_sizing": plan.sized_by,
         "seconds": timer.seconds,
     }
@@ -113,24 +123,37 @@ def _cached_tables(out: Output, cfg: DedupConfig, stack: ExitStack) -> _Tables:
     pairs = stack.enter_context(cached(drop_block_pairs(out.read("candidates"), memberships)))
     signatures = out.read("signatures")
     return _Tables(
-        blocks=blocks, signatures=signatures, shingles=accepted_shingles(out),
-        memberships=memberships, pairs=pairs,
+        blocks=blocks,
+        signatures=signatures,
+        shingles=accepted_shingles(out),
+        memberships=memberships,
+        pairs=pairs,
         pair_ids=stack.enter_context(cached(candidate_ids(pairs))),
         # Read by the sizing job, the pair expansion, the block tasks' copies
         # and the pairs of identical texts: computed once.
-        dups=stack.enter_context(cached(DuplicateGroups(signatures, cfg.max_bucket_size))))
+        dups=stack.enter_context(cached(DuplicateGroups(signatures, cfg.max_bucket_size))),
+    )
 
 
 def _cached_groups(t: _Tables, cfg: DedupConfig, n_edges: int, stack: ExitStack) -> DataFrame:
     """The block groups (:func:`lsh_spark.verify.block_groups`), cached: read twice
     (the number of tasks, then the tasks)."""
-    return stack.enter_context(cached(block_groups(
-        t.blocks, t.memberships, cfg.max_bucket_size, n_edges=n_edges,
-        max_family_size=cfg.max_family_size)))
+    return stack.enter_context(
+        cached(
+            block_groups(
+                t.blocks,
+                t.memberships,
+                cfg.max_bucket_size,
+                n_edges=n_edges,
+                max_family_size=cfg.max_family_size,
+            )
+        )
+    )
 
 
-def _plan(t: _Tables, block_members: int | None, documents: int | None,
-          shingles: int | None) -> tuple[VerifyPlan, Row | None]:
+def _plan(
+    t: _Tables, block_members: int | None, documents: int | None, shingles: int | None
+) -> tuple[VerifyPlan, Row | None]:
     """The plan, from the earlier stages' counts or from one sizing job (then also
     its row, which holds the duplicate groups' figures and, with the block
     groups planned, how their verification is shared out)."""
@@ -142,10 +165,12 @@ def _plan(t: _Tables, block_members: int | None, documents: int | None,
         return plan_verify(bounds, "bounds", groups_planned), None
     sizes = _count_sizes(t)
     t.dups.stats(sizes)
-    counts = VerifyCounts(pair_docs=int(sizes["pair_docs"]),
-                          pair_shingles=int(sizes["pair_shingles"] or 0),
-                          block_docs=int(sizes["block_docs"]),
-                          block_edges=int(sizes["block_edges"] or 0))
+    counts = VerifyCounts(
+        pair_docs=int(sizes["pair_docs"]),
+        pair_shingles=int(sizes["pair_shingles"] or 0),
+        block_docs=int(sizes["block_docs"]),
+        block_edges=int(sizes["block_edges"] or 0),
+    )
     return plan_verify(counts, "job", groups_planned), sizes
 
 
@@ -154,12 +179,17 @@ def _count_sizes(t: _Tables) -> Row:
     shingles (from ``signatures/``), the block members and memberships, the
     groups of identical texts and, with block groups planned, how their
     verification is shared out."""
-    sizing = (t.signatures.join(t.pair_ids, "id", "left_semi")
-              .agg(F.count(F.lit(1)).alias("pair_docs"),
-                   F.sum("num_shingles").alias("pair_shingles"))
-              .crossJoin(t.memberships.agg(F.count(F.lit(1)).alias("block_docs"),
-                                           F.sum(F.size("in_blocks")).alias("block_edges")))
-              .crossJoin(t.dups.stats_frame()))
+    sizing = (
+        t.signatures.join(t.pair_ids, "id", "left_semi")
+        .agg(F.count(F.lit(1)).alias("pair_docs"), F.sum("num_shingles").alias("pair_shingles"))
+        .crossJoin(
+            t.memberships.agg(
+                F.count(F.lit(1)).alias("block_docs"),
+                F.sum(F.size("in_blocks")).alias("block_edges"),
+            )
+        )
+        .crossJoin(t.dups.stats_frame())
+    )
     if t.groups is not None:
         sizing = sizing.crossJoin(verify_module.block_work_frame(t.groups))
     return sizing.first()
@@ -171,8 +201,14 @@ def _keep_ids(table: DataFrame, ids: DataFrame, broadcast: bool) -> DataFrame:
     return table.join(F.broadcast(ids) if broadcast else ids, "id", "left_semi")
 
 
-def _verified_pairs(spark: SparkSession, t: _Tables, plan: VerifyPlan, sizes: Row | None,
-                    cfg: DedupConfig, stack: ExitStack) -> tuple[DataFrame, dict[str, Any]]:
+def _verified_pairs(
+    spark: SparkSession,
+    t: _Tables,
+    plan: VerifyPlan,
+    sizes: Row | None,
+    cfg: DedupConfig,
+    stack: ExitStack,
+) -> tuple[DataFrame, dict[str, Any]]:
     """The verified pairs of the candidates and of the blocks, every copy of an
     identical text given its representative's pairs; and the block work figures
     known before the write."""
@@ -205,19 +241,31 @@ def _near_pairs(t: _Tables, plan: VerifyPlan, cfg: DedupConfig, stack: ExitStack
         # reads it once anyway (both sides reuse its exchange), and a cached
         # copy would only add a second one to the heap.
         needed = stack.enter_context(cached(needed))
-    return verify_module.verify_pairs(t.pairs, needed, cfg.threshold,
-                                      broadcast=plan.broadcast_shingles)
+    return verify_module.verify_pairs(
+        t.pairs, needed, cfg.threshold, broadcast=plan.broadcast_shingles
+    )
 
 
-def _block_pairs(t: _Tables, plan: VerifyPlan, cfg: DedupConfig, block_work: dict[str, Any],
-                 share_partitions: int | None) -> DataFrame:
+def _block_pairs(
+    t: _Tables,
+    plan: VerifyPlan,
+    cfg: DedupConfig,
+    block_work: dict[str, Any],
+    share_partitions: int | None,
+) -> DataFrame:
     """Verified pairs of the block members (copies expanded in the block tasks)."""
-    member_shingles = _keep_ids(t.shingles, t.memberships.select("id"),
-                                plan.broadcast_member_ids)
+    member_shingles = _keep_ids(t.shingles, t.memberships.select("id"), plan.broadcast_member_ids)
     return verify_module.verify_blocks(
-        t.blocks, t.memberships, member_shingles, cfg.threshold, cfg.max_bucket_size,
-        groups=t.groups, work=None if share_partitions else block_work,
-        share_partitions=share_partitions, copies=t.dups.copies(BROADCAST_ID_ROWS))
+        t.blocks,
+        t.memberships,
+        member_shingles,
+        cfg.threshold,
+        cfg.max_bucket_size,
+        groups=t.groups,
+        work=None if share_partitions else block_work,
+        share_partitions=share_partitions,
+        copies=t.dups.copies(BROADCAST_ID_ROWS),
+    )
 
 
 def _figures_after_write(t: _Tables) -> dict[str, Any] | None:

@@ -99,8 +99,9 @@ def fits_broadcast(documents: int, shingles: int) -> bool:
     return SHINGLE_BYTES * shingles + DOCUMENT_BYTES * documents <= BROADCAST_SHINGLE_BYTES
 
 
-def bounded_counts(block_members: int | None, documents: int | None,
-                   shingles: int | None) -> VerifyCounts | None:
+def bounded_counts(
+    block_members: int | None, documents: int | None, shingles: int | None
+) -> VerifyCounts | None:
     """The sizes bounded by the earlier stages' counts, or None if a sizing job must count them.
 
     Every size of :class:`VerifyCounts` is at most the accepted ``documents``
@@ -120,12 +121,14 @@ def bounded_counts(block_members: int | None, documents: int | None,
         return None
     if not fits_broadcast(documents, shingles) or documents > BROADCAST_ID_ROWS:
         return None
-    return VerifyCounts(pair_docs=documents, pair_shingles=shingles,
-                        block_docs=documents if block_members else 0)
+    return VerifyCounts(
+        pair_docs=documents, pair_shingles=shingles, block_docs=documents if block_members else 0
+    )
 
 
-def plan_verify(counts: VerifyCounts, sized_by: Literal["bounds", "job"],
-                groups_planned: bool) -> VerifyPlan:
+def plan_verify(
+    counts: VerifyCounts, sized_by: Literal["bounds", "job"], groups_planned: bool
+) -> VerifyPlan:
     """The plan of a verification run from its sizes.
 
     Parameters
