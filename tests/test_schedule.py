@@ -104,7 +104,10 @@ def test_airflow_dag_submits_the_jobs_with_valid_arguments():
     parsed = crawl_mod.build_crawl_parser().parse_args(args)
     assert parsed.batch.endswith("/2026-11-29") and parsed.output.endswith("/2026-11-29")
     assert parsed.batch_id == "crawl-2026-11-29"
-    compact_mod.build_compact_parser().parse_args(jobs["index_compact.py"]["application_args"])
+    compact_mod.parse(
+        compact_mod.build_parser(compact_mod.PROG, "index_compact.py"),
+        jobs["index_compact.py"]["application_args"],
+    )
     for t in tasks:  # the packaging that scripts/package.sh builds
         assert t["py_files"].endswith("dist/lsh_spark.zip")
         assert t["archives"].endswith("dist/lsh-spark-env.tar.gz#environment")
