@@ -104,8 +104,13 @@ def explode_bands(signatures: DataFrame, bands: int, rows: int, *extra: str) -> 
 
     Example
     -------
-    >>> explode_bands(sigs, 16, 6).columns  # doctest: +SKIP
+    >>> spark = getfixture("spark")
+    >>> sigs = spark.createDataFrame([("a", [1, 2, 3, 4, 5, 6])], "id string, signature array<int>")
+    >>> bands = explode_bands(sigs, 3, 2)
+    >>> bands.columns
     ['id', 'band', 'bucket']
+    >>> sorted(row.band for row in bands.collect())
+    [0, 1, 2]
     """
     band = F.explode(F.sequence(F.lit(0), F.lit(bands - 1))).alias("band")
     return signatures.select("id", "signature", band, *extra).select(

@@ -24,9 +24,16 @@ the work:
 
 Example
 -------
->>> buckets = bucket_members(band_rows)  # doctest: +SKIP
->>> pairs = candidate_pairs(buckets, max_bucket_size=5000, block_min_size=32)  # doctest: +SKIP
->>> blocks = candidate_blocks(buckets, max_bucket_size=5000, block_min_size=32)  # doctest: +SKIP
+>>> spark = getfixture("spark")
+>>> rows = [("a", 0, 7, b"x"), ("b", 0, 7, b"y"), ("c", 0, 7, b"z"), ("d", 0, 9, b"w")]
+>>> band_rows = spark.createDataFrame(rows, "id string, band int, bucket long, text_hash binary")
+>>> buckets = bucket_members(band_rows)
+>>> buckets.select("ids", "size").collect()
+[Row(ids=['a', 'b', 'c'], size=3)]
+>>> sorted(tuple(row) for row in candidate_pairs(buckets, max_bucket_size=5000).collect())
+[('a', 'b'), ('a', 'c'), ('b', 'c')]
+>>> candidate_blocks(buckets, max_bucket_size=5000, block_min_size=3).select("ids").collect()
+[Row(ids=['a', 'b', 'c'])]
 """
 
 from __future__ import annotations

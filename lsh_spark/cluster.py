@@ -19,9 +19,14 @@ gives every node its root and its component's size (:func:`component_roots`).
 
 Example
 -------
->>> clusters = connected_components(pairs, vertices)  # doctest: +SKIP
->>> clusters.columns  # doctest: +SKIP
+>>> spark = getfixture("spark")
+>>> pairs = spark.createDataFrame([("a", "b"), ("b", "c")], "id_a string, id_b string")
+>>> vertices = spark.createDataFrame([("a",), ("b",), ("c",), ("d",)], "id string")
+>>> clusters = connected_components(pairs, vertices)
+>>> clusters.columns
 ['id', 'cluster_id', 'cluster_size']
+>>> sorted(tuple(row) for row in clusters.collect())
+[('a', 'a', 3), ('b', 'a', 3), ('c', 'a', 3), ('d', 'd', 1)]
 """
 
 from __future__ import annotations

@@ -9,10 +9,17 @@ values are the same as those of the Spark path (:func:`lsh_spark.normalize.prepa
 
 Example
 -------
->>> checked = checked_texts(raw, "text", 10**7, binary=False, passed_len=False)  # doctest: +SKIP
->>> feats = word_minhash_features(checked, 5, 1, 128)  # doctest: +SKIP
->>> feats.columns  # doctest: +SKIP
+>>> from lsh_spark.normalize import checked_texts
+>>> spark = getfixture("spark")
+>>> raw = spark.createDataFrame([("a", "One two three"), ("b", "!!")], "id string, text string")
+>>> checked = checked_texts(raw, "text", 10**7, binary=False, passed_len=False)
+>>> feats = word_minhash_features(checked, 2, 1, 16)
+>>> feats.columns
 ['id', 'text_len', 'reason', 'text_hash', 'shingles', 'signature', 'num_shingles']
+>>> [(row.id, row.num_shingles) for row in feats.orderBy("id").collect()]
+[('a', 2), ('b', 0)]
+>>> feats.filter("id = 'b'").first().reason
+'no_text_content: no letters or digits left after normalization'
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ for one byte-table pass in numpy with the same result.
 
 Example
 -------
->>> normalize_array(pa.array(["Straße, ＡＢＣ!!"])).to_pylist()  # doctest: +SKIP
+>>> normalize_array(pa.array(["Straße, ＡＢＣ!!"])).to_pylist()
 ['strasse abc']
 """
 

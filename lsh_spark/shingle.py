@@ -27,8 +27,13 @@ signatures and crawl indexes do not depend on which one ran.
 
 Example
 -------
->>> add_shingles(docs, "word", 5, seed=1).columns  # doctest: +SKIP
-[..., 'shingles']
+>>> spark = getfixture("spark")
+>>> docs = spark.createDataFrame([("a", "one two three"), ("b", "hi")], "id string, norm string")
+>>> shingled = add_shingles(docs, "word", 2, seed=1)
+>>> shingled.columns
+['id', 'norm', 'shingles']
+>>> [(row.id, len(row.shingles)) for row in shingled.orderBy("id").collect()]
+[('a', 2), ('b', 1)]
 """
 
 from __future__ import annotations

@@ -20,8 +20,12 @@ output needs no de-duplication across blocks.  A family of blocks above
 
 Example
 -------
->>> verify_pairs(candidates, shingles, threshold=0.8).columns  # doctest: +SKIP
-['id_a', 'id_b', 'jaccard']
+>>> spark = getfixture("spark")
+>>> sets = [("a", [1, 2, 3, 4]), ("b", [1, 2, 3, 5]), ("c", [7, 8])]
+>>> shingles = spark.createDataFrame(sets, "id string, shingles array<bigint>")
+>>> candidates = spark.createDataFrame([("a", "b"), ("a", "c")], "id_a string, id_b string")
+>>> verify_pairs(candidates, shingles, threshold=0.5).collect()
+[Row(id_a='a', id_b='b', jaccard=0.6)]
 """
 
 from __future__ import annotations

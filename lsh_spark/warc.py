@@ -1,4 +1,4 @@
-"""WARC, WARC.gz and WET crawl files as a corpus: one row per page.
+r"""WARC, WARC.gz and WET crawl files as a corpus: one row per page.
 
 Files are read through Spark's ``binaryFile`` source (any Hadoop file system:
 local, HDFS, S3A, ...), one file per row, and parsed in the Python workers with
@@ -28,8 +28,15 @@ page body itself.
 
 Example
 -------
->>> df = read_warc(spark, "crawl/", text_col="text")  # doctest: +SKIP
->>> df.filter("skip_reason is null").select("id", "url", "text").show()  # doctest: +SKIP
+:func:`read_warc` reads every file under a path; :func:`parse_records` parses one
+file's bytes, here a WET file of one record:
+
+>>> wet = (
+...     b"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Record-ID: <urn:uuid:1>\r\n"
+...     b"WARC-Target-URI: https://example.com/\r\nContent-Length: 5\r\n\r\nhello\r\n\r\n"
+... )
+>>> [(row["id"], row["url"], row["text"]) for row in parse_records(wet, "page.wet")]
+[('<urn:uuid:1>', 'https://example.com/', 'hello')]
 """
 
 from __future__ import annotations

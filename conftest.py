@@ -1,4 +1,8 @@
-"""One local SparkSession for the whole test run (created lazily, never at import)."""
+"""One local SparkSession for the whole test run (created lazily, never at import).
+
+At the repository root so the fixtures also reach the doctests collected from
+``lsh_spark/`` (``--doctest-modules``), which get them with ``getfixture("spark")``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.join(ROOT, "data", "sample", "corpus.jsonl")
 
 
