@@ -204,42 +204,31 @@ def _popcount(x: np.ndarray) -> np.ndarray:
     return np.unpackbits(x.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
 
 
-def advise_simhash(items: list, cfg: DedupConfig, n_docs: int) -> dict[str, Any]:
-    """SimHash has no recall to trade inside ``--max-hamming`` (the block tables
-    find every pair within it); what the data decides is ``--max-hamming``
-    itself (how many of the sample's pairs at Jaccard >= threshold lie within k
-    bits, and how many pairs within k bits are below it) and the blocks B (C(B, k)
-    tables against the candidates per document, both measured on the sample)."""
-    from lsh_spark.simhash import simhash_flat, table_masks
-
-    jac = pair_measures([d for d, _ in items], "minhash")
-    weighted = [np.asarray(w, dtype=np.int64) for _, w in items]
-    fps = simhash_flat(
-        np.concatenate(weighted).view(np.uint64),
-        np.concatenate([[0], np.cumsum([len(w) for w in weighted])]),
-    ).view(np.uint64)
-    iu = np.triu_indices(len(fps), 1)
-    xor = fps[iu[0]] ^ fps[iu[1]]
-    ham = _popcount(xor)
-    true = jac >= cfg.threshold
+def _hamming_by_k(ham: np.ndarray, true: np.ndarray) -> list[dict[str, Any]]:
+    """For each k in 0..16: the share of true pairs (Jaccard >= threshold) within k
+    bits (recall), and the share of pairs within k bits that are true."""
     by_k = []
     for k in range(0, 17):
         within = ham <= k
+        recall = float(within[true].mean()) if true.any() else None
+        precision = float(true[within].mean()) if within.any() else None
         by_k.append(
             {
                 "max_hamming": k,
-                "jaccard_recall": round(float(within[true].mean()), 4) if true.any() else None,
-                "share_within_k_at_jaccard_threshold": round(float(true[within].mean()), 4)
-                if within.any()
-                else None,
+                "jaccard_recall": None if recall is None else round(recall, 4),
+                "share_within_k_at_jaccard_threshold": None
+                if precision is None
+                else round(precision, 4),
             }
         )
-    reach = [
-        o
-        for o in by_k
-        if o["jaccard_recall"] is not None and o["jaccard_recall"] >= cfg.target_recall
-    ]
-    k = reach[0]["max_hamming"] if reach else cfg.simhash.max_hamming
+    return by_k
+
+
+def _simhash_blocks(xor: np.ndarray, k: int, n_docs: int) -> list[dict[str, Any]]:
+    """For B = k+1 .. k+7 blocks: the C(B, k) tables and the candidates per document
+    they would give, predicted from the sample pairs' XORs."""
+    from lsh_spark.simhash import table_masks
+
     blocks = []
     for b in range(k + 1, min(64, k + 7) + 1):
         hit = np.zeros(len(xor), dtype=bool)
@@ -255,6 +244,34 @@ def advise_simhash(items: list, cfg: DedupConfig, n_docs: int) -> dict[str, Any]
                 "rows_plus_candidates_per_document": round(tables + per_doc, 3),
             }
         )
+    return blocks
+
+
+def advise_simhash(items: list, cfg: DedupConfig, n_docs: int) -> dict[str, Any]:
+    """SimHash has no recall to trade inside ``--max-hamming`` (the block tables
+    find every pair within it); what the data decides is ``--max-hamming``
+    itself (how many of the sample's pairs at Jaccard >= threshold lie within k
+    bits, and how many pairs within k bits are below it) and the blocks B (C(B, k)
+    tables against the candidates per document, both measured on the sample)."""
+    from lsh_spark.simhash import simhash_flat
+
+    jac = pair_measures([d for d, _ in items], "minhash")
+    weighted = [np.asarray(w, dtype=np.int64) for _, w in items]
+    fps = simhash_flat(
+        np.concatenate(weighted).view(np.uint64),
+        np.concatenate([[0], np.cumsum([len(w) for w in weighted])]),
+    ).view(np.uint64)
+    iu = np.triu_indices(len(fps), 1)
+    xor = fps[iu[0]] ^ fps[iu[1]]
+    ham = _popcount(xor)
+    by_k = _hamming_by_k(ham, jac >= cfg.threshold)
+    reach = [
+        o
+        for o in by_k
+        if o["jaccard_recall"] is not None and o["jaccard_recall"] >= cfg.target_recall
+    ]
+    k = reach[0]["max_hamming"] if reach else cfg.simhash.max_hamming
+    blocks = _simhash_blocks(xor, k, n_docs)
     best = min(blocks, key=lambda o: o["rows_plus_candidates_per_document"])
     return {
         "method": "simhash",

@@ -23,12 +23,8 @@ ADAPTIVE_KEY = "spark.sql.adaptive.enabled"
 PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 # Applied only where the user (spark-submit --conf, a properties file, the builder)
 # set nothing.
+# (Adaptive execution, on by default in Spark, is switched by size_adaptive_execution.)
 DEFAULTS = {
-    # Adaptive execution sizes shuffle partitions from the data and splits skewed joins
-    # (a job that sizes its partitions switches it off at the floor: size_adaptive_execution).
-    ADAPTIVE_KEY: "true",
-    "spark.sql.adaptive.coalescePartitions.enabled": "true",
-    "spark.sql.adaptive.skewJoin.enabled": "true",
     # Bounds the rows per Arrow batch sent to Python: documents can be megabytes each.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "2048",
     "spark.sql.parquet.compression.codec": "zstd",

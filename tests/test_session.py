@@ -122,13 +122,16 @@ def test_users_adaptive_setting_always_wins(value):
         assert user.conf[ADAPTIVE_KEY] == value
 
 
-def test_build_session_default_for_adaptive_execution_is_sized_again():
+def test_adaptive_execution_lsh_spark_switched_is_sized_again():
     spark = _Sized(cores=2)
     for key, value in DEFAULTS.items():  # as build_session fills them in
         _fill_in(spark, key, value)
-    assert spark.conf[ADAPTIVE_KEY] == "true"
+    assert ADAPTIVE_KEY not in spark.conf  # Spark's default (on) applies
     assert size_shuffle_partitions(spark, 1 << 20) == 2
     assert spark.conf[ADAPTIVE_KEY] == "false"
+    # A later, larger job in the same session: lsh-spark's own "false" is not the user's.
+    assert size_shuffle_partitions(spark, 1 << 30) > 4
+    assert spark.conf[ADAPTIVE_KEY] == "true"
 
 
 def test_in_background_runs_in_its_thread_with_its_tag_and_hands_back_errors(spark):
@@ -178,13 +181,12 @@ CORE_KEYS = {
 def test_local_properties_sets_real_spark_keys_and_the_sessions_defaults(spark):
     props = _properties(LOCAL_PROPERTIES)
     sql_keys = {r[0] for r in spark.sql("SET -v").collect()}
-    assert set(props) == CORE_KEYS | (set(DEFAULTS) - {ADAPTIVE_KEY})
+    assert set(props) == CORE_KEYS | set(DEFAULTS)
     assert {k for k in props if k.startswith("spark.sql.")} <= sql_keys
     # The SQL defaults are those lsh-spark fills in; adaptive execution is left out
     # so that lsh-spark can size it (a value in the file is the user's).
-    assert {k: v for k, v in props.items() if k in DEFAULTS} == {
-        k: v for k, v in DEFAULTS.items() if k != ADAPTIVE_KEY
-    }
+    assert ADAPTIVE_KEY not in props
+    assert {k: v for k, v in props.items() if k in DEFAULTS} == DEFAULTS
     assert props["spark.ui.enabled"] == "false"
     assert props["spark.task.maxDirectResultSize"] == "64m"
     assert props["spark.python.sql.dataFrameDebugging.enabled"] == "false"
