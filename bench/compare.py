@@ -244,6 +244,13 @@ def spark_submit() -> str:
     return os.path.join(os.path.dirname(sys.executable), "spark-submit")
 
 
+def submit_command(system: str, master: str, driver_memory: str) -> list[str]:
+    """``spark-submit`` with the master, driver memory and :func:`spark_settings`
+    of Spark system ``system``; the script and its arguments follow."""
+    base = [spark_submit(), "--master", master, "--driver-memory", driver_memory]
+    return base + spark_settings(system, master)
+
+
 def score(pairs: dict, truth: dict, t: float) -> dict:
     strong = [p for p, j in truth.items() if j >= t + 0.05]
     return {
@@ -335,14 +342,12 @@ def main() -> None:
         warm_fields = []
     os.makedirs(args.work, exist_ok=True)
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    submit = [spark_submit(), "--master", args.master, "--driver-memory", args.driver_memory]
     n_docs = sum(1 for line in corpus_lines(args.corpus) if line.strip())
 
     def command(system: str, corpus: str, out: str, fields: list[str] = fields) -> list[str]:
         if system == "lsh-spark":
             cmd = (
-                submit
-                + spark_settings(system, args.master)
+                submit_command(system, args.master, args.driver_memory)
                 + [
                     os.path.join(ROOT, "jobs", "dedup.py"),
                     "--input",
@@ -359,8 +364,7 @@ def main() -> None:
             return cmd + ["--max-family-size", str(args.max_family_size or max(n_docs, 2))]
         if system == "mllib":
             return (
-                submit
-                + spark_settings(system, args.master)
+                submit_command(system, args.master, args.driver_memory)
                 + [
                     os.path.join(HERE, "peer_mllib.py"),
                     "--corpus",

@@ -36,7 +36,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from compare import run_measured, spark_settings, spark_submit  # noqa: E402
+from compare import run_measured, submit_command  # noqa: E402
 from reference import jaccard, word_shingles  # noqa: E402
 
 STAGES = ("read", "signatures", "candidates", "verify", "cluster", "deduped")
@@ -107,12 +107,7 @@ def run_one(args: argparse.Namespace, n: int, share: float) -> dict:
     path = corpus(args, n, share)
     out = os.path.join(args.work, f"run-{n}-t{share:g}")
     cmd = [
-        spark_submit(),
-        "--master",
-        args.master,
-        "--driver-memory",
-        args.driver_memory,
-        *spark_settings("lsh-spark", args.master),
+        *submit_command("lsh-spark", args.master, args.driver_memory),
         os.path.join(ROOT, "jobs", "dedup.py"),
         "--input",
         path,

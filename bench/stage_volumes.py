@@ -9,7 +9,7 @@ on disk (``dedup.py`` deletes ``shingles/``).  Then it reads
 
 * the size on disk of every output dataset (``shingles/``, ``signatures/``,
   ``candidates/``, ``blocks/``, ``pairs/``, ``clusters/``, ``deduped/``), and
-* from the event logs, per pipeline stage (the job groups ``lsh-spark:<stage>``
+* from the event logs, per pipeline stage (the job tags ``lsh-spark:<stage>``
   that lsh_spark.pipeline sets): bytes read from input, shuffle bytes written,
   shuffle bytes read, bytes written to output, and task time,
 
@@ -55,8 +55,21 @@ def du(path: str) -> int:
     )
 
 
+def stage_of(job_properties: dict[str, str]) -> str:
+    """The pipeline stage of a Spark job: its ``lsh-spark:<stage>`` job tag.
+
+    The event log lists a job's tags in ``spark.job.tags``, comma-separated; a
+    tag added with ``SparkSession.addTag`` is prefixed there with its session.
+    """
+    for tag in job_properties.get("spark.job.tags", "").split(","):
+        at = tag.find("lsh-spark:")
+        if at >= 0:
+            return tag[at:]
+    return "other"
+
+
 def parse_event_logs(folder: str) -> dict[str, dict[str, int]]:
-    """Sum stage metrics per lsh-spark job group over every event log in ``folder``."""
+    """Sum stage metrics per lsh-spark stage (job tag) over every event log in ``folder``."""
     per_group: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for path in sorted(glob.glob(os.path.join(folder, "**", "*"), recursive=True)):
         if not os.path.isfile(path) or os.path.basename(path).startswith("."):
@@ -67,7 +80,7 @@ def parse_event_logs(folder: str) -> dict[str, dict[str, int]]:
                 ev = json.loads(line)
                 kind = ev.get("Event")
                 if kind == "SparkListenerJobStart":
-                    group = (ev.get("Properties") or {}).get("spark.jobGroup.id", "other")
+                    group = stage_of(ev.get("Properties") or {})
                     for sid in ev.get("Stage IDs", []):
                         stage_group[sid] = group
                 elif kind == "SparkListenerStageCompleted":

@@ -40,7 +40,7 @@ def write_advice(spark, args, cfg) -> dict:
 
 def main(argv=None) -> int:
     args, cfg = parse(build_parser(PROG, __doc__.split("\n\n")[1].replace("\n", " ")), argv)
-    advice = run_job(PROG, lambda spark: write_advice(spark, args, cfg))
+    advice = run_job(PROG, lambda spark: write_advice(spark, args, cfg), remote=args.remote)
     rec = advice["recommended"]
     keys = (
         ("max_hamming", "blocks", "tables", "jaccard_recall")

@@ -31,6 +31,7 @@ def main(argv=None) -> int:
         lambda spark: run_crawl_batch(
             spark, args.batch, args.index, args.output, cfg, batch_id=args.batch_id, keep=args.keep
         ),
+        remote=args.remote,
     )
     c = report["counts"]
     print(

@@ -18,7 +18,9 @@ PROG = "dedup.py"
 def main(argv=None) -> int:
     args, cfg = parse(build_parser(PROG, __doc__.split("\n\n")[1].replace("\n", " ")), argv)
     report = run_job(
-        PROG, lambda spark: run_dedup(spark, args.input, args.output, cfg, overwrite=args.overwrite)
+        PROG,
+        lambda spark: run_dedup(spark, args.input, args.output, cfg, overwrite=args.overwrite),
+        remote=args.remote,
     )
     c = report["counts"]
     print(

@@ -22,7 +22,11 @@ PROG = "index_compact.py"
 
 def main(argv=None) -> int:
     args, _ = parse(build_parser(PROG, __doc__.split("\n\n")[1].replace("\n", " ")), argv)
-    result = run_job(PROG, lambda spark: compact(spark, args.index, args.target_file_mb << 20))
+    result = run_job(
+        PROG,
+        lambda spark: compact(spark, args.index, args.target_file_mb << 20),
+        remote=args.remote,
+    )
     print(json.dumps(result))
     return 0
 

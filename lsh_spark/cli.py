@@ -28,6 +28,7 @@ from lsh_spark.config import (
     CrawlConfig,
     DedupConfig,
     Option,
+    Rule,
     flag,
     integers,
     load_yaml,
@@ -128,6 +129,17 @@ class CompactFlags(Checked):
         256, "approximate size of each rewritten Parquet file in MB", check=integers(1), yaml=False
     )
 
+
+# --remote, taken by every job: where its Spark runs.
+REMOTE = Option(
+    str,
+    None,
+    "Spark Connect server to run on; without it, $SPARK_REMOTE when set, else the "
+    "classic Spark of spark-submit (docs/connect.md)",
+    rule=Rule("a Spark Connect URL, sc://HOST:PORT", lambda v: str(v).startswith("sc://")),
+    default_text="$SPARK_REMOTE",
+    yaml=False,
+)
 
 # --config, taken by every job with options a YAML file may set.
 CONFIG_FILE = Option(
@@ -237,6 +249,7 @@ def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
                 _add_option(parser, key, opt, argparse.SUPPRESS)
         if i == 0 and job.yaml_keys():
             _add_option(parser, "config", CONFIG_FILE, None)
+    _add_option(parser, "remote", REMOTE, None)
     return parser
 
 
@@ -263,6 +276,7 @@ def parse(
     args = parser.parse_args(argv)
     try:
         built = parser.job.build(args)
+        REMOTE.check("remote", args.remote)
         precheck_paths(args)
     except ConfigError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
@@ -298,7 +312,10 @@ def fail(prog: str, exc: Exception) -> NoReturn:
 
 
 def run_job(
-    prog: str, work: Callable[[SparkSession], T], user_errors: tuple[type[Exception], ...] = ()
+    prog: str,
+    work: Callable[[SparkSession], T],
+    user_errors: tuple[type[Exception], ...] = (),
+    remote: str | None = None,
 ) -> T:
     """Run ``work(spark)`` in the job's Spark session and return its result.
 
@@ -315,6 +332,9 @@ def run_job(
     user_errors : tuple of exception classes
         Errors that are the user's to fix besides :class:`LshSparkError` and
         the input and index errors.
+    remote : str, optional
+        The Spark Connect server of ``--remote`` (see
+        :func:`lsh_spark.session.build_session`).
 
     Returns
     -------
@@ -324,7 +344,7 @@ def run_job(
     from lsh_spark.session import build_session
 
     errors = (LshSparkError, *user_errors)
-    spark = build_session(f"lsh-spark {prog.removesuffix('.py')}")
+    spark = build_session(f"lsh-spark {prog.removesuffix('.py')}", remote)
     try:
         return work(spark)
     except errors as exc:
@@ -346,7 +366,9 @@ def run_stage(
     job that writes each.
     """
     args, cfg = parse(build_parser(prog, description), argv)
-    section = run_job(prog, lambda spark: _run_stage(spark, prog, stage, requires, args, cfg))
+    section = run_job(
+        prog, lambda spark: _run_stage(spark, prog, stage, requires, args, cfg), remote=args.remote
+    )
     print(
         json.dumps(
             {"stage": prog.removesuffix(".py"), "output": args.output, **section.get("counts", {})}
@@ -374,7 +396,6 @@ def _run_stage(
         if dataset == "shingles" and cfg.method in VECTOR_METHODS:
             dataset = "vectors"  # what the vector methods verify with
         out.require(dataset, job)
-    spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
     sized_by = args.input if needs_input else out.path("signatures")
     size_shuffle_partitions(spark, out.fs.size_bytes(sized_by))
     section = stage(spark, args.input, out, cfg) if needs_input else stage(spark, out, cfg)

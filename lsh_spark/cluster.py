@@ -2,9 +2,10 @@
 
 Connected components use the alternating large-star / small-star rounds of
 Kiveris, Lattanzi, Mirrokni, Rastogi and Vassilvitskii, "Connected Components
-in MapReduce and Beyond" (SoCC 2014), on DataFrames of edges.  Each round is
-checkpointed (reliable checkpoints in the configured directory) so the lineage
-stays short and a lost executor recomputes one round, not the whole history.
+in MapReduce and Beyond" (SoCC 2014), on DataFrames of edges.  Each round's
+edges are saved (as Parquet in a checkpoint directory, or as a local
+checkpoint) so the lineage stays short and a lost executor recomputes one
+round, not the whole history.
 Before the first round every partition of the edge list contracts its own
 piece of the graph (vectorized label propagation with pointer jumping in numpy,
 the local-contraction idea of Łącki, Mirrokni and Włodarczyk, "Connected
@@ -31,6 +32,7 @@ Example
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import numpy as np
@@ -241,7 +243,7 @@ def connected_components(
     pairs: DataFrame,
     vertices: DataFrame,
     max_iterations: int = 64,
-    checkpoint: bool = True,
+    checkpoint_dir: str | None = None,
     contract: bool = True,
     n_edges: int | None = None,
 ) -> DataFrame:
@@ -249,15 +251,16 @@ def connected_components(
 
     Every vertex appears exactly once; ``cluster_id`` is the smallest id of its
     connected component; isolated vertices are their own cluster of size 1.
-    ``checkpoint=True`` needs ``SparkContext.setCheckpointDir`` to have been called;
+    ``checkpoint_dir``: where each round's edges are written as Parquet and read
+    back (reliable: a lost executor's share is read again, not recomputed); the
+    caller deletes it once the result is written.  Without it they are local
+    checkpoints, kept by the executors.
     ``contract=False`` skips the local contraction (for testing the rounds alone).
     ``n_edges``: the number of rows of ``pairs`` when the caller knows it; up to
     ``LOCAL_FINISH_EDGES`` the graph then goes straight to one task, without
     the parallel contraction and its count.
     """
-
-    def saved(df: DataFrame) -> DataFrame:
-        return df.checkpoint() if checkpoint else df.localCheckpoint()
+    saved = _Saved(checkpoint_dir)
 
     edges = pairs.select(F.col("id_a").alias("src"), F.col("id_b").alias("dst")).filter(
         F.col("src") != F.col("dst")
@@ -295,6 +298,26 @@ def connected_components(
     )
     sizes = labelled.groupBy("cluster_id").agg(F.count(F.lit(1)).alias("cluster_size"))
     return labelled.join(sizes, "cluster_id").select("id", "cluster_id", "cluster_size")
+
+
+class _Saved:
+    """Saves DataFrames, each once, in ``checkpoint_dir`` or as local checkpoints.
+
+    Parquet written by Spark and read back is a checkpoint that works the same
+    in classic mode and over Spark Connect, on local disk, HDFS and S3.
+    """
+
+    def __init__(self, checkpoint_dir: str | None):
+        self.root = checkpoint_dir and f"{checkpoint_dir.rstrip('/')}/cc-{uuid.uuid4().hex}"
+        self.n = 0
+
+    def __call__(self, df: DataFrame) -> DataFrame:
+        if self.root is None:
+            return df.localCheckpoint()
+        path = f"{self.root}/edges-{self.n}"
+        self.n += 1
+        df.write.parquet(path)
+        return df.sparkSession.read.parquet(path)
 
 
 def _labelled(vertices: DataFrame, roots: DataFrame) -> DataFrame:

@@ -53,7 +53,7 @@ from lsh_spark.io import FileSystem, StagedOutput, read_corpus
 from lsh_spark.report import merge_reports
 from lsh_spark.session import size_shuffle_partitions
 from lsh_spark.stages.candidates import stage_candidates
-from lsh_spark.stages.common import Timer, accepted_shingles, restore_id_col
+from lsh_spark.stages.common import Timer, accepted_shingles, checkpoint_dir, restore_id_col
 from lsh_spark.stages.extract import extract_crawl_input, release_crawl_input
 from lsh_spark.stages.signatures import stage_signatures
 from lsh_spark.stages.verify import stage_verify
@@ -322,7 +322,6 @@ def _batch_stages(run: _Batch) -> tuple[list[dict[str, Any]], int]:
     Returns the stages' report sections and the number of those records."""
     spark, out, cfg = run.spark, run.out, run.cfg
     size_shuffle_partitions(spark, FileSystem(spark, run.path).size_bytes(run.path))
-    spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
     sections = [
         extract_crawl_input(spark, run.path, out, cfg),
         stage_signatures(spark, run.path, out, cfg),
@@ -434,7 +433,9 @@ def _keepers(run: _Batch, raw: DataFrame, found: DataFrame | None, keep: str) ->
         attrs = attrs.unionByName(idx_attrs)
         vertices = vertices.unionByName(hit)
     edges = out.read("pairs").select("id_a", "id_b").unionByName(cross.select("id_a", "id_b"))
-    clusters = connected_components(edges, vertices, run.cfg.max_cc_iterations)
+    clusters = connected_components(
+        edges, vertices, run.cfg.max_cc_iterations, checkpoint_dir(run.out, run.cfg)
+    )
     ranked = clusters.join(attrs, "id").withColumn("rank", _keeper_rank(keep))
     keepers = (
         ranked.groupBy("cluster_id")

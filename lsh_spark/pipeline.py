@@ -120,7 +120,6 @@ def _run_stages(
     partitions = size_shuffle_partitions(
         spark, FileSystem(spark, input_path).size_bytes(input_path)
     )
-    spark.sparkContext.setCheckpointDir(cfg.checkpoint_dir or out.path("_checkpoints"))
     crawl = extract_crawl_input(spark, input_path, out, cfg)
     # shingles/ is deleted before the commit: its sets travel packed.  The ids
     # of shingles/ are checked beside the candidate stage, whose planning leaves

@@ -10,12 +10,17 @@ always win over the defaults filled in here.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+log = logging.getLogger(__name__)
 
 T_ = TypeVar("T_")
 
@@ -36,12 +41,21 @@ FILLED_KEY = "spark.lsh_spark.filledIn"
 # Inputs up to this size per core get one shuffle partition per core
 # (size_shuffle_partitions).
 SMALL_BYTES_PER_CORE = 64 << 20
+# Rows of the range that default_parallelism splits: more than any cluster has cores.
+PARALLELISM_PROBE_ROWS = 1 << 20
 
 
-def build_session(app_name: str) -> SparkSession:
+def build_session(app_name: str, remote: str | None = None) -> SparkSession:
     """Get or create the session started by spark-submit, with :data:`DEFAULTS`
-    filled in where the user set nothing."""
-    spark = SparkSession.builder.appName(app_name).getOrCreate()
+    filled in where the user set nothing.
+
+    ``remote`` (``sc://HOST:PORT``) connects to a Spark Connect server instead;
+    without it, PySpark connects to ``$SPARK_REMOTE`` when that is set.
+    """
+    builder = SparkSession.builder.appName(app_name)
+    if remote:
+        builder = builder.remote(remote)
+    spark = builder.getOrCreate()
     for key, value in DEFAULTS.items():
         _fill_in(spark, key, value)
     return spark
@@ -63,11 +77,19 @@ def _filled(spark: SparkSession) -> set[str]:
 
 
 def _fill_in(spark: SparkSession, key: str, value: str) -> None:
-    """Set ``key`` to ``value`` unless the user set it, and record it as ours."""
+    """Set ``key`` to ``value`` unless the user set it, and record it as ours.
+
+    A server that does not let sessions set ``key`` (some managed Spark Connect
+    services allow only a few settings) keeps its own value, with a warning.
+    """
     if submitted(spark, key):
         return
-    spark.conf.set(key, value)
-    spark.conf.set(FILLED_KEY, ",".join(sorted(_filled(spark) | {key})))
+    try:
+        spark.conf.set(key, value)
+        spark.conf.set(FILLED_KEY, ",".join(sorted(_filled(spark) | {key})))
+    except PySparkException as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        log.warning("could not set %s=%s, Spark's value applies: %s", key, value, reason)
 
 
 def size_shuffle_partitions(
@@ -84,24 +106,37 @@ def size_shuffle_partitions(
     too few for terabytes.  Adaptive execution itself is then switched by
     :func:`size_adaptive_execution`.  Returns the number of partitions.
     """
+    cores = default_parallelism(spark)
     if submitted(spark, PARTITIONS_KEY):
         n = int(spark.conf.get(PARTITIONS_KEY))
     else:
-        cores = spark.sparkContext.defaultParallelism
-        if data_bytes <= SMALL_BYTES_PER_CORE * cores:
-            n = cores
-        else:
-            n = max(_partition_floor(spark), min(cap, -(-data_bytes // bytes_per_partition)))
+        n = shuffle_partitions_for(data_bytes, cores, bytes_per_partition, cap)
         _fill_in(spark, PARTITIONS_KEY, str(n))
-    size_adaptive_execution(spark, n)
+    size_adaptive_execution(spark, n, cores)
     return n
 
 
-def _partition_floor(spark: SparkSession) -> int:
-    """Two partitions per core: the most a job runs without adaptive execution
-    (see :func:`size_adaptive_execution`), the fewest :func:`size_shuffle_partitions`
-    gives an input above ``SMALL_BYTES_PER_CORE`` per core."""
-    return 2 * spark.sparkContext.defaultParallelism
+def shuffle_partitions_for(
+    data_bytes: int, cores: int, bytes_per_partition: int = 32 << 20, cap: int = 10_000
+) -> int:
+    """The shuffle partitions :func:`size_shuffle_partitions` gives ``data_bytes``.
+
+    >>> shuffle_partitions_for(10 << 20, cores=2), shuffle_partitions_for(1 << 30, cores=2)
+    (2, 32)
+    """
+    if data_bytes <= SMALL_BYTES_PER_CORE * cores:
+        return cores
+    return max(2 * cores, min(cap, -(-data_bytes // bytes_per_partition)))
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """The cores Spark spreads a scan over (``SparkContext.defaultParallelism``:
+    the local cores, or the executors' on a cluster), through the DataFrame API
+    that Spark Connect has too: ``spark.range`` without a partition count is
+    split into that many partitions."""
+    rows = spark.range(0, PARALLELISM_PROBE_ROWS)
+    partition = rows.select(F.spark_partition_id().alias("partition"))
+    return partition.agg(F.max("partition")).first()[0] + 1
 
 
 def adaptive_enabled(spark: SparkSession) -> bool:
@@ -109,9 +144,10 @@ def adaptive_enabled(spark: SparkSession) -> bool:
     return spark.conf.get(ADAPTIVE_KEY).strip().lower() == "true"
 
 
-def size_adaptive_execution(spark: SparkSession, shuffle_partitions: int) -> bool:
+def size_adaptive_execution(spark: SparkSession, shuffle_partitions: int, cores: int) -> bool:
     """Adaptive query execution on, unless the shuffles have at most two
-    partitions per core; the user's ``spark.sql.adaptive.enabled`` always wins.
+    partitions per core (``cores``: :func:`default_parallelism`); the user's
+    ``spark.sql.adaptive.enabled`` always wins.
 
     Adaptive execution coalesces small shuffle partitions and splits skewed
     ones, which pays where there are many partitions of data.  With that few
@@ -121,7 +157,7 @@ def size_adaptive_execution(spark: SparkSession, shuffle_partitions: int) -> boo
     """
     if submitted(spark, ADAPTIVE_KEY):
         return adaptive_enabled(spark)
-    on = shuffle_partitions > _partition_floor(spark)
+    on = shuffle_partitions > 2 * cores
     _fill_in(spark, ADAPTIVE_KEY, "true" if on else "false")
     return on
 

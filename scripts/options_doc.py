@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from lsh_spark.cli import CONFIG_FILE, JOBS, Job
+from lsh_spark.cli import CONFIG_FILE, JOBS, REMOTE, Job
 from lsh_spark.config import GROUPS, DedupConfig, Option, flag, options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,6 +71,7 @@ def job_section(job: Job) -> list[str]:
             rows += [row(key, opt) for key, (owner, opt) in owned.items() if owner is cls]
         if i == 0 and job.yaml_keys():
             rows.append(row("config", CONFIG_FILE))
+    rows.append(row("remote", REMOTE))
     return lines + HEADER + rows + [""]
 
 

@@ -13,10 +13,8 @@ import csv
 import io
 import json
 import os
-import posixpath
 import random
 import re
-from contextlib import contextmanager
 
 import pytest
 from chispa import assert_df_equality
@@ -31,21 +29,8 @@ SAMPLE = os.path.join(ROOT, "data", "sample", "corpus.jsonl")
 
 
 # -- helpers -------------------------------------------------------------------
-@contextmanager
-def _restored_checkpoint_dir(spark):
-    """run_dedup points the shared session's checkpoint dir into its output; undo that."""
-    sc = spark.sparkContext
-    old = sc.getCheckpointDir()
-    try:
-        yield
-    finally:
-        if old:
-            sc.setCheckpointDir(posixpath.dirname(old))
-
-
 def _run(spark, input_path, output, cfg=None, **kwargs):
-    with _restored_checkpoint_dir(spark):
-        return run_dedup(spark, str(input_path), str(output), cfg or DedupConfig(), **kwargs)
+    return run_dedup(spark, str(input_path), str(output), cfg or DedupConfig(), **kwargs)
 
 
 def _sample_rows():
@@ -477,7 +462,7 @@ def test_stage_job_with_duplicate_ids_leaves_none_of_its_datasets(spark, tmp_pat
     path = tmp_path / "dups.jsonl"
     path.write_bytes(b"".join(_jsonl_line(r) + b"\n" for r in rows))
     output = tmp_path / "out"
-    with _restored_checkpoint_dir(spark), pytest.raises(InputError, match="dup-9"):
+    with pytest.raises(InputError, match="dup-9"):
         stage_signatures(spark, str(path), StagewiseOutput(spark, str(output)), DedupConfig())
     left = (
         sorted(p.name for p in output.iterdir() if not p.name.startswith("."))

@@ -33,6 +33,20 @@ def h(i):
     return bytes([i]) * 16
 
 
+# (id, text_hash): four groups of exact copies, {a, q}, {b, c, d}, {e}, {f, g, h}.
+GROUPED_DOCS = [
+    ("a", h(1)),
+    ("q", h(1)),
+    ("b", h(2)),
+    ("c", h(2)),
+    ("d", h(2)),
+    ("e", h(3)),
+    ("f", h(4)),
+    ("g", h(4)),
+    ("h", h(4)),
+]
+
+
 def test_pairs_from_shared_buckets_distinct_and_ordered(spark):
     rows = [
         ("c", 0, 10, h(1)),
@@ -89,17 +103,7 @@ def test_exact_duplicate_pairs_list_every_pair_of_a_group_with_jaccard_1(spark):
 
 def test_duplicate_groups_give_every_copy_its_representatives_pairs(spark):
     docs = spark.createDataFrame(
-        [
-            ("a", h(1)),
-            ("q", h(1)),
-            ("b", h(2)),
-            ("c", h(2)),
-            ("d", h(2)),
-            ("e", h(3)),
-            ("f", h(4)),
-            ("g", h(4)),
-            ("h", h(4)),
-        ],
+        GROUPED_DOCS,
         "id string, text_hash binary",
     )
     # Verified pairs between representatives (smallest id of each group).
@@ -151,17 +155,7 @@ def test_duplicate_groups_planned_for_a_bound_give_the_counted_results(spark, su
     (the member table joined even when empty) give what counting gives, and
     stats are still counted when asked."""
     docs = spark.createDataFrame(
-        [
-            ("a", h(1)),
-            ("q", h(1)),
-            ("b", h(2)),
-            ("c", h(2)),
-            ("d", h(2)),
-            ("e", h(3)),
-            ("f", h(4)),
-            ("g", h(4)),
-            ("h", h(4)),
-        ],
+        GROUPED_DOCS,
         "id string, text_hash binary",
     ).filter(F.col("id").isin(list(subset)))
     near = spark.createDataFrame(

@@ -61,6 +61,26 @@ def test_random_graph_against_union_find(spark, monkeypatch, finish_in_one_task)
     check(spark, vertices, edges)
 
 
+def test_rounds_saved_as_parquet_in_the_checkpoint_dir(spark, tmp_path, monkeypatch):
+    import lsh_spark.cluster as C
+
+    monkeypatch.setattr(C, "LOCAL_FINISH_EDGES", 0)  # contraction, then star rounds
+    rng = random.Random(7)
+    edges = [(rng.randrange(200), rng.randrange(200)) for _ in range(150)]
+    edges = [(a, b) for a, b in edges if a != b]
+    ref = reference_components(list(range(200)), edges)
+    want = spark.createDataFrame([(v, c, s) for v, (c, s) in ref.items()], OUT)
+    e = spark.createDataFrame(edges, "id_a long, id_b long")
+    v = spark.createDataFrame([(x,) for x in range(200)], "id long")
+    got = connected_components(e, v, checkpoint_dir=str(tmp_path))
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    (run_dir,) = tmp_path.glob("cc-*")
+    saved = sorted(p.name for p in run_dir.iterdir())
+    # The contracted edges, then one list per round, each a complete Parquet output.
+    assert saved[0] == "edges-0" and len(saved) >= 2
+    assert all((run_dir / name / "_SUCCESS").exists() for name in saved)
+
+
 def test_no_edges_gives_singletons(spark):
     check(spark, [1, 2, 3], [])
 
@@ -196,8 +216,8 @@ def test_known_small_edge_count_goes_straight_to_one_task(spark):
     edges = [(rng.choice(ids), rng.choice(ids)) for _ in range(90)]
     pairs = spark.createDataFrame(edges, "id_a string, id_b string").repartition(3)
     vertices = spark.createDataFrame([(i,) for i in ids], "id string")
-    direct = connected_components(pairs, vertices, checkpoint=False, n_edges=len(edges))
-    general = connected_components(pairs, vertices, checkpoint=False)
+    direct = connected_components(pairs, vertices, n_edges=len(edges))
+    general = connected_components(pairs, vertices)
     assert_df_equality(direct, general, ignore_row_order=True, ignore_nullable=True)
     ref = reference_components(ids, edges)
     assert {r.id: (r.cluster_id, r.cluster_size) for r in direct.collect()} == ref

@@ -15,7 +15,6 @@ Four runs of ``run_dedup`` on the bundled sample corpus (411 documents):
 from __future__ import annotations
 
 import os
-import posixpath
 import random
 
 import pytest
@@ -32,8 +31,6 @@ ADAPTIVE_KEY = "spark.sql.adaptive.enabled"
 
 
 def _run(spark, input_path, output, shuffle_partitions: int, adaptive: bool = True) -> dict:
-    sc = spark.sparkContext
-    old_ckpt = sc.getCheckpointDir()
     old_parts = spark.conf.get(SHUFFLE_KEY)
     old_adaptive = spark.conf.get(ADAPTIVE_KEY)
     spark.conf.set(SHUFFLE_KEY, str(shuffle_partitions))
@@ -43,8 +40,6 @@ def _run(spark, input_path, output, shuffle_partitions: int, adaptive: bool = Tr
     finally:
         spark.conf.set(SHUFFLE_KEY, old_parts)
         spark.conf.set(ADAPTIVE_KEY, old_adaptive)
-        if old_ckpt:
-            sc.setCheckpointDir(posixpath.dirname(old_ckpt))
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,7 @@ def test_every_option_of_a_job_is_a_flag_of_its_parser(prog):
             assert action.type is opt.type
             assert action.choices == opt.choices
     assert ("config" in actions) == bool(job.yaml_keys())
-    expected = set(job.options()) | {"help"} | ({"config"} if job.yaml_keys() else set())
+    expected = set(job.options()) | {"help", "remote"} | ({"config"} if job.yaml_keys() else set())
     assert set(actions) == expected
 
 
@@ -175,13 +175,33 @@ def session(monkeypatch):
     import lsh_spark.session
 
     fake = _Session()
-    monkeypatch.setattr(lsh_spark.session, "build_session", lambda app_name: fake)
+
+    def build(app_name, remote=None):
+        fake.remote = remote
+        return fake
+
+    monkeypatch.setattr(lsh_spark.session, "build_session", build)
     return fake
 
 
 def test_run_job_returns_the_result_and_stops_the_session(session):
     assert run_job("x.py", lambda spark: spark is session and 42) == 42
-    assert session.stopped
+    assert session.stopped and session.remote is None
+
+
+def test_remote_flag_reaches_the_session_and_is_checked(session, capsys, tmp_path):
+    for prog in JOBS:
+        assert "--remote" in build_parser(prog, "d").format_help()
+    argv = ["--input", str(tmp_path), "--output", str(tmp_path / "o")]
+    args, _ = parse(build_parser("dedup.py", "d"), [*argv, "--remote", "sc://h:15002"])
+    assert args.remote == "sc://h:15002"
+    assert parse(build_parser("dedup.py", "d"), argv)[0].remote is None
+    run_job("x.py", lambda spark: None, remote=args.remote)
+    assert session.remote == "sc://h:15002"
+    with pytest.raises(SystemExit) as err:
+        parse(build_parser("dedup.py", "d"), [*argv, "--remote", "http://h:1"])
+    assert err.value.code == 2
+    assert "--remote: got 'http://h:1'; allowed: a Spark Connect URL" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("exc", [ConfigError("--k: got 0; allowed: x"), LshSparkError("bad index")])

@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
+import lsh_spark.session
 from lsh_spark.session import (
     ADAPTIVE_KEY,
     DEFAULTS,
     FILLED_KEY,
     _fill_in,
     build_session,
+    default_parallelism,
     in_background,
     size_adaptive_execution,
     size_shuffle_partitions,
@@ -82,11 +84,28 @@ class _Conf(dict):
 
 
 class _Sized:
-    """The parts of a session that the sizing functions use."""
+    """The parts of a session that the sizing functions use: its settings and its
+    cores (which :func:`sized_cores` has default_parallelism return)."""
 
     def __init__(self, cores, user=None):
         self.conf = _Conf(user or {})
-        self.sparkContext = type("SC", (), {"defaultParallelism": cores})()
+        self.cores = cores
+
+
+@pytest.fixture(autouse=True)
+def sized_cores(monkeypatch):
+    """default_parallelism of a stand-in session is its ``cores``; of a real one, Spark's."""
+    real = lsh_spark.session.default_parallelism
+    monkeypatch.setattr(
+        lsh_spark.session,
+        "default_parallelism",
+        lambda spark: spark.cores if isinstance(spark, _Sized) else real(spark),
+    )
+
+
+def test_default_parallelism_is_sparks(spark):
+    # The test session sets spark.default.parallelism to 4 (its master is local[2]).
+    assert default_parallelism(spark) == int(spark.conf.get("spark.default.parallelism")) == 4
 
 
 def test_partitions_from_the_input_size_and_adaptive_execution_off_at_the_floor():
@@ -118,8 +137,24 @@ def test_partitions_from_the_input_size_and_adaptive_execution_off_at_the_floor(
 def test_users_adaptive_setting_always_wins(value):
     for partitions in (4, 400):
         user = _Sized(cores=2, user={ADAPTIVE_KEY: value})
-        assert size_adaptive_execution(user, partitions) is (value == "true")
+        assert size_adaptive_execution(user, partitions, cores=2) is (value == "true")
         assert user.conf[ADAPTIVE_KEY] == value
+
+
+def test_a_setting_the_server_refuses_keeps_its_value_with_a_warning(caplog):
+    from pyspark.errors import PySparkException
+
+    class Refusing(_Conf):
+        def set(self, key, value):
+            raise PySparkException(f"[CANNOT_MODIFY_CONFIG] Cannot modify {key}")
+
+    spark = _Sized(cores=2)
+    spark.conf = Refusing()
+    with caplog.at_level("WARNING", logger="lsh_spark.session"):
+        assert size_shuffle_partitions(spark, 1 << 30) == 32  # sized all the same
+    assert "spark.sql.shuffle.partitions" not in spark.conf
+    assert "could not set spark.sql.shuffle.partitions=32" in caplog.text
+    assert "CANNOT_MODIFY_CONFIG" in caplog.text
 
 
 def test_adaptive_execution_lsh_spark_switched_is_sized_again():
@@ -238,5 +273,6 @@ def test_spark_submit_reads_local_properties_and_conf_flags_win(tmp_path):
     assert got["spark.ui.enabled"] == "false"
     assert got["spark.task.maxDirectResultSize"] == "64m"
     assert got["spark.sql.parquet.compression.codec"] == "snappy"  # --conf wins
-    assert got["spark.sql.adaptive.enabled"] == "true"  # filled in by build_session
+    # Not set by the file or by build_session: Spark's own default (on) applies.
+    assert got["spark.sql.adaptive.enabled"] is None
     assert "-XX:+UseParallelGC" in got["spark.driver.extraJavaOptions"]

@@ -14,7 +14,7 @@ from lsh_spark.cluster import apply_keep_policy, connected_components
 from lsh_spark.config import DedupConfig
 from lsh_spark.io import read_corpus
 from lsh_spark.report import CLUSTER_SIZE_ROWS
-from lsh_spark.stages.common import Output, Timer, observed, restore_id_col, tagged
+from lsh_spark.stages.common import Output, Timer, checkpoint_dir, observed, restore_id_col, tagged
 
 
 def stage_cluster(
@@ -28,7 +28,11 @@ def stage_cluster(
     sigs = out.read("signatures")
     with timer("cluster"):
         clusters = connected_components(
-            out.read("pairs"), sigs.select("id"), cfg.max_cc_iterations, n_edges=n_pairs
+            out.read("pairs"),
+            sigs.select("id"),
+            cfg.max_cc_iterations,
+            checkpoint_dir(out, cfg),
+            n_edges=n_pairs,
         )
         clusters = apply_keep_policy(clusters, sigs.select("id", "text_len"), cfg.keep)
         dup = F.col("cluster_size") > 1

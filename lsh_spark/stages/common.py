@@ -38,8 +38,14 @@ class Output(Protocol):
     def read(self, name: str) -> DataFrame: ...
 
 
+def checkpoint_dir(out: Output, cfg: DedupConfig) -> str:
+    """Where clustering saves its rounds: ``--checkpoint-dir``, else ``_checkpoints``
+    in the output (deleted before the output is committed)."""
+    return cfg.checkpoint_dir or out.path("_checkpoints")
+
+
 def job_tag(stage: str) -> str:
-    """The Spark job tag (and job group id) of pipeline stage ``stage``'s jobs."""
+    """The Spark job tag of pipeline stage ``stage``'s jobs."""
     return f"lsh-spark:{stage}"
 
 
