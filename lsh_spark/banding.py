@@ -100,7 +100,7 @@ def explode_bands(signatures: DataFrame, bands: int, rows: int, *extra: str) -> 
     bytes of bytecode HotSpot compiles at most (``-XX:+DontCompileHugeMethods``,
     its default), so the JVM interpreted it, and a profile found a large share
     of all task time in that method; the sequence form is several times faster
-    for every ``(b, r)`` (figures in bench/HISTORY.md).
+    for every ``(b, r)`` measured.
 
     Example
     -------

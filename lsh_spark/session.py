@@ -135,7 +135,8 @@ def default_parallelism(spark: SparkSession) -> int:
     that Spark Connect has too: ``spark.range`` without a partition count is
     split into that many partitions."""
     rows = spark.range(0, PARALLELISM_PROBE_ROWS)
-    return rows.select(F.max(F.spark_partition_id())).first()[0] + 1
+    partition = rows.select(F.spark_partition_id().alias("partition"))
+    return partition.agg(F.max("partition")).first()[0] + 1
 
 
 def adaptive_enabled(spark: SparkSession) -> bool:

@@ -68,7 +68,7 @@ def test_every_option_of_a_job_is_a_flag_of_its_parser(prog):
             assert action.type is opt.type
             assert action.choices == opt.choices
     assert ("config" in actions) == bool(job.yaml_keys())
-    expected = set(job.options()) | {"help"} | ({"config"} if job.yaml_keys() else set())
+    expected = set(job.options()) | {"help", "remote"} | ({"config"} if job.yaml_keys() else set())
     assert set(actions) == expected
 
 
