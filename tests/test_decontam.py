@@ -77,7 +77,7 @@ def planted(tmp_path_factory):
     rng = random.Random(2026)
     docs = sample_docs(150)
     rng.shuffle(docs)
-    hosts, sources = docs[:110], docs[110:]
+    hosts, sources = docs[:130], docs[130:]
     items, plants = [], {}
     for i, src in enumerate(sources):
         words = src["text"].split()
@@ -87,9 +87,9 @@ def planted(tmp_path_factory):
         start = rng.randrange(0, len(words) - length)
         passage = words[start : start + length]
         items.append({"id": f"item-{i:03d}", "text": " ".join(passage)})
-        if i % 5 == 4:
+        if i % 5 == 4 or i >= len(hosts):
             continue  # planted nowhere
-        host = hosts[i % len(hosts)]
+        host = hosts[i]  # one passage per host: a later one never splits an earlier one
         edited = light_edits(passage, rng, replace_one=length >= 100)
         hw = host["text"].split()
         at = rng.randrange(0, len(hw) + 1)

@@ -24,8 +24,7 @@ UNRELATED = [
     "arrive at a town one hundred and fifty miles away?",
     "Which element has the chemical symbol Fe, and in which period of the table is it?",
     "Translate the sentence 'the cat sleeps on the warm windowsill' into French.",
-    "If a rectangle has a perimeter of thirty metres and one side of six metres, what "
-    "is its area?",
+    "If a rectangle has a perimeter of thirty metres and one side of six metres, what is its area?",
     "Who wrote the novel in which a whale hunt ends with the loss of the ship and all "
     "but one of its crew?",
     "Explain in one paragraph why the sky appears blue during the day and red at sunset.",
