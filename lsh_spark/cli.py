@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from lsh_spark.config import (
     PATH,
+    PATHS,
     VECTOR_METHODS,
     Checked,
     ConfigError,
     CrawlConfig,
+    DecontamConfig,
     DedupConfig,
     Option,
     Rule,
@@ -121,6 +123,24 @@ class CrawlJobFlags(Checked):
 
 
 @dataclass(frozen=True)
+class DecontamFlags(Checked):
+    """Own flags of ``jobs/decontaminate.py`` besides :class:`DecontamConfig`."""
+
+    input: str = _input()
+    reference: list = option(
+        None,
+        "reference collections to remove from the input: files or directories of "
+        "JSON Lines or Parquet (a Hugging Face dataset exported to Parquet works)",
+        type=list,
+        check=PATHS,
+        required=True,
+        yaml=False,
+    )
+    output: str = _output()
+    overwrite: bool = _overwrite()
+
+
+@dataclass(frozen=True)
 class CompactFlags(Checked):
     """Flags of ``jobs/index_compact.py``."""
 
@@ -207,6 +227,7 @@ JOBS = {
         Job("advise.py", (AdviseFlags, DedupConfig)),
         Job("crawl_dedup.py", (CrawlJobFlags, CrawlConfig, DedupConfig)),
         Job("index_compact.py", (CompactFlags,)),
+        Job("decontaminate.py", (DecontamFlags, DecontamConfig, DedupConfig)),
     )
 }
 
@@ -229,6 +250,8 @@ def _add_option(parser: argparse.ArgumentParser, key: str, opt: Option, default:
     )
     if opt.type is bool:
         kwargs["action"] = "store_true"
+    elif opt.type is list:  # one or more values: --reference A B
+        kwargs.update(type=str, nargs="+")
     else:
         kwargs.update(type=opt.type, choices=opt.choices)
     parser.add_argument(flag(key), **kwargs)
@@ -291,14 +314,17 @@ def _local(path: str) -> str | None:
 
 
 def precheck_paths(args: argparse.Namespace) -> None:
-    """Fail before Spark starts when a local --input is missing or --output exists.
+    """Fail before Spark starts when a local --input or --reference is missing or
+    --output exists.
 
     Remote paths are checked again through Hadoop once the session is up.
     """
-    given_in = getattr(args, "input", None)
-    local_in = _local(given_in or "")
-    if given_in and local_in is not None and not os.path.exists(local_in):
-        raise ConfigError(f"--input: path does not exist: {given_in}")
+    for key in ("input", "reference"):
+        given = getattr(args, key, None)
+        for path in [given] if isinstance(given, str) else given or []:
+            local = _local(path)
+            if local is not None and not os.path.exists(local):
+                raise ConfigError(f"{flag(key)}: path does not exist: {path}")
     local_out = _local(getattr(args, "output", None) or "")
     if getattr(args, "overwrite", None) is False and local_out and os.path.exists(local_out):
         raise ConfigError(f"--output: {args.output} already exists; pass --overwrite to replace it")

@@ -106,6 +106,10 @@ def non_empty(wording: str) -> Rule:
 POSITIVE_NUMBER = numbers("a positive number", lambda v: v > 0)
 COLUMN_NAME = non_empty("a non-empty column name")
 PATH = non_empty("a path (local, hdfs://, s3a://, ...)")
+PATHS = Rule(
+    "one or more paths (local, hdfs://, s3a://, ...)",
+    lambda v: isinstance(v, list) and bool(v) and all(isinstance(p, str) and p for p in v),
+)
 
 
 @dataclass(frozen=True)
@@ -414,6 +418,41 @@ class CrawlConfig(Checked):
         "which copy stays when a batch page duplicates an indexed one: 'oldest' "
         "(by fetch time, then batch order) or 'newest'",
         choices=CRAWL_KEEP_POLICIES,
+    )
+
+
+DECONTAM_MODES = ("containment", "jaccard", "both")
+
+
+@dataclass(frozen=True)
+class DecontamConfig(Checked):
+    """The own options of ``jobs/decontaminate.py``: what counts as contamination
+    and how the reference collections are read (the input is read as by dedup.py)."""
+
+    mode: str = option(
+        "both",
+        "what to look for: 'containment' (a reference item's word n-grams found in a "
+        "document), 'jaccard' (near-duplicate documents, MinHash/LSH verified by exact "
+        "Jaccard >= --threshold) or 'both'",
+        choices=DECONTAM_MODES,
+    )
+    ngram: int = option(13, "words per n-gram of the containment measure", check=integers(1, 64))
+    min_containment: float = option(
+        0.5,
+        "share of a reference item's n-grams a document must contain to be a match",
+        check=numbers("a number in (0, 1]", lambda v: 0 < v <= 1),
+    )
+    reference_id_col: str = option(
+        "id", "column holding each reference item's id (unique per reference)", check=COLUMN_NAME
+    )
+    reference_text_col: str = option(
+        "text", "column holding each reference item's text", check=COLUMN_NAME
+    )
+    reference_format: str | None = option(
+        None,
+        "format of the references",
+        choices=FORMATS,
+        default_text="from the file extensions",
     )
 
 

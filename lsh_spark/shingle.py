@@ -55,12 +55,12 @@ def _hash(seed: int, value: Column) -> Column:
     return F.xxhash64(F.lit(seed).cast("bigint"), value)
 
 
-def _token_hashes(norm: Column, seed: int) -> Column:
+def token_hashes(norm: Column, seed: int) -> Column:
     """``array<bigint>``: the hash of every space-separated token."""
     return F.transform(F.split(norm, " "), lambda t: _hash(seed, t))
 
 
-def _kgrams(units: Column, k: int, seed: int) -> Column:
+def kgram_hashes(units: Column, k: int, seed: int) -> Column:
     """One hash per run of ``k`` consecutive token hashes.
 
     The ``k`` shifted slices are zipped once per row, so the work is linear in
@@ -114,10 +114,10 @@ def add_shingles(
     units = "_shingle_units"
     text = F.col(norm)
     staged = df.withColumn(
-        units, _token_hashes(text, seed) if kind == "word" else _char_windows(text, k, seed)
+        units, token_hashes(text, seed) if kind == "word" else _char_windows(text, k, seed)
     )
     u = F.col(units)
-    grams = _kgrams(u, k, seed) if kind == "word" else u
+    grams = kgram_hashes(u, k, seed) if kind == "word" else u
     whole = F.array(_hash(seed, text))
     shingles = (
         F.when(text.isNull(), F.lit(None))

@@ -14,6 +14,11 @@
 #   SPARK_ARGS                   spark-submit arguments (default: local mode with
 #                                "--properties-file conf/local.properties"), e.g.
 #                                "--master yarn --properties-file conf/cluster.properties"
+#   DECONTAM_REFERENCES          optional: reference collections (space-separated paths);
+#                                when set, the batch's deduped/ is then decontaminated
+#                                against them into $DECONTAM_RESULTS/DATE (clean/,
+#                                removed/, matches/, ...; replaced on a re-run)
+#   DECONTAM_RESULTS             default: $RESULTS-clean
 #   LSH_SPARK_LOCK               lock file (default: /tmp/lsh-spark-crawl.lock): a second
 #                                batch started on this host while one runs exits 75 at once
 #                                (across hosts, the index's version check refuses the later
@@ -42,3 +47,12 @@ fi
   "$ROOT/jobs/crawl_dedup.py" \
   --batch "$CRAWL_ROOT/$date" --index "$INDEX" --output "$RESULTS/$date" \
   --batch-id "crawl-$date"
+if [ -n "${DECONTAM_REFERENCES:-}" ]; then
+  # shellcheck disable=SC2086
+  "${SPARK_SUBMIT:-spark-submit}" \
+    --conf "spark.driver.defaultJavaOptions=-Dlog4j2.configurationFile=file:$ROOT/conf/log4j2.properties" \
+    ${SPARK_ARGS:---properties-file $ROOT/conf/local.properties} \
+    "$ROOT/jobs/decontaminate.py" \
+    --input "$RESULTS/$date/deduped" --reference $DECONTAM_REFERENCES \
+    --output "${DECONTAM_RESULTS:-$RESULTS-clean}/$date" --overwrite
+fi

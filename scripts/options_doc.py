@@ -21,7 +21,7 @@ from lsh_spark.config import GROUPS, DedupConfig, Option, flag, options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "options.md")
-TYPES = {str: "string", int: "integer", float: "number", bool: "flag"}
+TYPES = {str: "string", int: "integer", float: "number", bool: "flag", list: "strings"}
 
 INTRO = """\
 # Options

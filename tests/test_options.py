@@ -64,6 +64,8 @@ def test_every_option_of_a_job_is_a_flag_of_its_parser(prog):
         assert action.help.startswith(opt.help)
         if opt.type is bool:
             assert action.nargs == 0 and action.const is True  # store_true
+        elif opt.type is list:  # one or more strings
+            assert action.nargs == "+" and action.type is str
         else:
             assert action.type is opt.type
             assert action.choices == opt.choices
