@@ -1,8 +1,43 @@
 #!/usr/bin/env bash
-# Runs the whole test suite (unit, end-to-end and spark-submit tests).
-# Usage: bash scripts/test.sh [pytest args...]
+# Runs the test suite. Usage:
+#   bash scripts/test.sh            the whole suite, as CI runs it (unit, end-to-end,
+#                                   spark-submit, standalone cluster, Spark Connect, S3)
+#   bash scripts/test.sh --fast     the edit-test loop: every test not marked as costly
+#                                   (see FAST below and the markers in pyproject.toml)
+#   bash scripts/test.sh [--fast] [pytest args...]   e.g. tests/test_minhash.py -k golden
+#
+# The suite runs on LSH_SPARK_TEST_WORKERS pytest-xdist workers (default: the number
+# of cores, at most 4), each with its own local SparkSession; 0 runs in one process.
+# A run of named test files or -k/-x/--pdb selections uses one process unless the
+# variable is set, so a single test starts one session only.
 set -euo pipefail
 export LSH_SPARK_EXTRAS=test
 source "$(dirname "${BASH_SOURCE[0]}")/setup-env.sh"
 cd "$ROOT"
-exec "$VENV/bin/python" -m pytest "$@"
+
+# The one definition of the fast selection: no child processes (spark-submit, servers).
+FAST="not slow and not cluster and not connect and not s3"
+
+args=()
+fast=0
+narrow=0
+for arg in "$@"; do
+  case "$arg" in
+    --fast) fast=1 ;;
+    -k | -x | --pdb | --lf | -n | --numprocesses | -p) narrow=1; args+=("$arg") ;;
+    tests/* | lsh_spark/* | ./*) narrow=1; args+=("$arg") ;;
+    *) args+=("$arg") ;;
+  esac
+done
+if [ "$fast" = 1 ]; then args=(-m "$FAST" "${args[@]}"); fi
+
+cores="$(nproc 2>/dev/null || echo 2)"
+default_workers=$((cores < 4 ? cores : 4))
+if [ "$narrow" = 1 ]; then default_workers=0; fi
+workers="${LSH_SPARK_TEST_WORKERS:-$default_workers}"
+if [ "$workers" -gt 1 ]; then
+  # loadscope: a module's tests stay on one worker, so module-scoped fixtures (one
+  # pipeline run read by several tests) are built once.
+  args=(-n "$workers" --dist loadscope "${args[@]}")
+fi
+exec "$VENV/bin/python" -m pytest "${args[@]}"
