@@ -7,11 +7,10 @@ can be accounted for in ``clusters/`` or ``rejects/``.
 
 Spark reads and writes the data; :class:`FileSystem` (``pyarrow.fs``, on the
 driver) checks paths, lists files and writes markers, manifests and JSON.
-Writers stage every output under a hidden sibling directory and rename it into
-place at the end (atomic on local disks and HDFS), writing ``_SUCCESS`` last:
-a failed or killed run leaves no half output under the real name.  On S3, where
-a rename is a copy, the ``_SUCCESS`` marker (copied last) is the signal a run
-finished.
+:class:`StagedOutput` commits a whole output so that a crash at any point leaves
+the old or the new one (:func:`recover_output` finishes what a killed commit
+left); :class:`StagewiseOutput` swaps the stage jobs' datasets in one by one.
+docs/outputs.md says what each store guarantees.
 """
 
 from __future__ import annotations

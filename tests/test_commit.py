@@ -299,3 +299,23 @@ def test_a_missing_fsspec_package_is_named(monkeypatch):
     monkeypatch.delitem(registry._registry, "abfs", raising=False)
     with pytest.raises(ConfigError, match="abfss:// paths need the Python package 'adlfs'"):
         FileSystem(None, "abfss://c@acct.dfs.core.windows.net/out")
+
+
+@pytest.mark.slow
+def test_recover_job_finishes_a_commit_killed_between_its_renames(tmp_path):
+    out = tmp_path / "out"
+    assert run_child("staged", out, "old") == 0
+    assert run_child("staged", out, "new", "aside") == -9
+    assert output_label(out) is None
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(
+        [sys.executable, os.path.join(root, "jobs", "recover.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["actions"][0].startswith("committed out from run")
+    assert output_label(out) == "new" and leftovers(tmp_path) == []
