@@ -66,7 +66,7 @@ _FSSPEC_SCHEMES = {
     "gcs": ("gcs", "gcsfs"),
     "abfs": ("abfs", "adlfs"),
     "abfss": ("abfs", "adlfs"),
-    "dbfs": ("dbfs", "fsspec"),
+    "dbfs": ("dbfs", "requests"),
 }
 # Stores without an atomic directory rename: outputs are committed in place there.
 OBJECT_STORE_SCHEMES = (*_S3_SCHEMES, *_FSSPEC_SCHEMES)
@@ -104,8 +104,13 @@ def _fsspec_fs(scheme: str, authority: str, path: str) -> pafs.FileSystem:
     if protocol == "abfs" and "@" in authority:
         kwargs["account_name"] = authority.split("@", 1)[1].split(".", 1)[0]
     if protocol == "dbfs":
+        if not os.environ.get("DATABRICKS_HOST"):
+            raise ConfigError(
+                f"{path}: dbfs:/ paths need the driver's /dbfs mount (on Databricks) or "
+                "DATABRICKS_HOST and DATABRICKS_TOKEN set"
+            )
         kwargs = {
-            "instance": os.environ.get("DATABRICKS_HOST"),
+            "instance": os.environ["DATABRICKS_HOST"],
             "token": os.environ.get("DATABRICKS_TOKEN"),
         }
     try:
@@ -114,7 +119,7 @@ def _fsspec_fs(scheme: str, authority: str, path: str) -> pafs.FileSystem:
         fs = fsspec.filesystem(protocol, **kwargs)
     except ImportError:
         raise ConfigError(
-            f"{path}: {scheme}:// paths need the Python package {package!r} on the driver; "
+            f"{path}: {scheme}: paths need the Python package {package!r} on the driver; "
             "install it with: pip install 'lsh-spark[cloud]'"
         ) from None
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
@@ -766,6 +771,11 @@ class StagedOutput(_KnownSchemas):
         if self.fs.exists(self.output) and not overwrite:
             raise ConfigError(f"--output: {output} already exists; pass --overwrite to replace it")
         if self.fs.exists(self.output) and self.fs.object_store:
+            if not self.fs.exists(f"{self.output}/{_SUCCESS}"):
+                raise ConfigError(
+                    f"--output: {output} holds a run that did not commit (still running, or "
+                    f"killed on another host); if none runs, clear it: jobs/recover.py {output}"
+                )
             raise ConfigError(
                 f"--output: {output} already exists; on an object store an output is not "
                 "replaced (that would copy every file): delete it first or choose another --output"

@@ -269,6 +269,26 @@ def test_gcs_paths_go_through_fsspec(memory_gcs):
     assert fs.list_names("gs://bucket/dir") == ["a.json"] and fs.object_store
 
 
+def test_abfss_paths_name_the_container_and_account(monkeypatch):
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    seen = {}
+
+    class Azure(MemoryFileSystem):
+        protocol = ("abfs",)
+        store = {}
+        pseudo_dirs = [""]
+
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+            super().__init__()
+
+    monkeypatch.setitem(_fsspec_registry()._registry, "abfs", Azure)
+    url = "abfss://box@acct.dfs.core.windows.net/dir/r.json"
+    FileSystem(None, url).write_text(url, "{}")
+    assert seen["account_name"] == "acct" and Azure.store["/box/dir/r.json"].getvalue() == b"{}"
+
+
 @pytest.mark.parametrize("files", [1, 20])
 def test_object_store_commit_costs_the_same_for_any_size(memory_gcs, files):
     out = "gs://bucket/out"
@@ -283,13 +303,28 @@ def test_object_store_commit_costs_the_same_for_any_size(memory_gcs, files):
         StagedOutput(None, out, overwrite=True)
 
 
-def test_object_store_run_killed_before_commit_is_cleaned(memory_gcs, tmp_path):
-    staged = StagedOutput(None, "gs://bucket/out")
-    write_dataset(staged.fs, staged.path("clusters"), "new", 2)
-    gone = json.dumps({"run": staged.run, "host": socket.gethostname(), "pid": 2**22 + 1})
-    staged.fs.write_text(staged.path("_lsh_spark_run"), gone)  # as if its process died
-    again = StagedOutput(None, "gs://bucket/out")  # the next run deletes the half output
-    assert not again.fs.exists("gs://bucket/out/clusters")
+def test_object_store_run_killed_before_commit_is_cleaned(memory_gcs):
+    out = "gs://bucket/out"
+
+    def killed_run(host, pid):
+        staged = StagedOutput(None, out)
+        write_dataset(staged.fs, staged.path("clusters"), "killed", 2)
+        owner = {"run": staged.run, "host": host, "pid": pid}
+        staged.fs.write_text(staged.path("_lsh_spark_run"), json.dumps(owner))
+        return staged.fs
+
+    fs = killed_run("another-host", 1)  # maybe alive: the next run stops, naming recover
+    with pytest.raises(ConfigError, match=f"did not commit .* jobs/recover.py {out}"):
+        StagedOutput(None, out, overwrite=True)
+    assert recover_output(None, out) == [f"deleted {out} (a run killed before its commit)"]
+    assert not fs.exists(out)
+
+    killed_run(socket.gethostname(), 2**22 + 1)  # a process of this host that is gone
+    again = StagedOutput(None, out)  # the next run deletes the half output by itself
+    assert not again.fs.exists(f"{out}/clusters")
+    write_dataset(again.fs, again.path("clusters"), "again", 1)
+    again.commit()
+    assert again.fs.list_names(f"{out}/clusters") == ["_SUCCESS", "part-00000.parquet"]
 
 
 def test_a_missing_fsspec_package_is_named(monkeypatch):
@@ -297,8 +332,12 @@ def test_a_missing_fsspec_package_is_named(monkeypatch):
     entry = {"class": "lsh_spark_absent_pkg.FS", "err": "install it"}
     monkeypatch.setitem(registry.known_implementations, "abfs", entry)
     monkeypatch.delitem(registry._registry, "abfs", raising=False)
-    with pytest.raises(ConfigError, match="abfss:// paths need the Python package 'adlfs'"):
+    with pytest.raises(ConfigError, match="abfss: paths need the Python package 'adlfs'"):
         FileSystem(None, "abfss://c@acct.dfs.core.windows.net/out")
+    monkeypatch.delenv("DATABRICKS_HOST", raising=False)
+    if not os.path.isdir("/dbfs"):
+        with pytest.raises(ConfigError, match="DATABRICKS_HOST"):
+            FileSystem(None, "dbfs:/out")
 
 
 @pytest.mark.slow
