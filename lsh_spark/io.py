@@ -718,10 +718,10 @@ def recover_output(spark: SparkSession, output: str, all_hosts: bool = True) -> 
     """
     fs = FileSystem(spark, output)
     output = fs.qualify(output).rstrip("/")
-    parent, name = posixpath.split(output)
-    done: list[str] = []
     if fs.object_store:
         return _recover_in_place(fs, output, all_hosts)
+    parent, name = posixpath.split(output)
+    done: list[str] = []
     asides = [n for n in fs.list_names(parent) if n.startswith(f".{name}.aside-")]
     for aside in asides:
         run = aside.rsplit("-", 1)[1]
