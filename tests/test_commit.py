@@ -119,12 +119,17 @@ def test_sigkill_at_each_commit_step_leaves_old_or_new(tmp_path, step, recover_f
 
 @pytest.mark.slow
 @pytest.mark.parametrize("step", ["aside", "published", "kill-before-commit"])
-def test_sigkill_in_a_stage_job_swap_keeps_each_file_whole(tmp_path, step):
+@pytest.mark.parametrize("recover_first", [True, False], ids=["recover", "next-stage"])
+def test_sigkill_in_a_stage_job_swap_keeps_each_file_whole(tmp_path, step, recover_first):
     out = tmp_path / "out"
     assert run_child("stagewise", out, "old") == 0
     flags = ["kill-before-commit"] if step == "kill-before-commit" else []
     assert run_child("stagewise", out, "new", None if flags else step, *flags) == -9
     assert any(n.startswith(".inprogress-") for n in os.listdir(out))
+    if step == "aside":  # the old copy sits in _old/ until the next stage job puts it back
+        assert not (out / "clusters").exists()
+    if recover_first:
+        assert recover_stages(None, str(out))[-1].startswith("deleted .inprogress-")
 
     later = StagewiseOutput(None, str(out))  # the next stage job rolls back the kill
     assert [n for n in os.listdir(out) if n.startswith(".")] == [os.path.basename(later.staging)]
@@ -358,3 +363,17 @@ def test_recover_job_finishes_a_commit_killed_between_its_renames(tmp_path):
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["actions"][0].startswith("committed out from run")
     assert output_label(out) == "new" and leftovers(tmp_path) == []
+
+
+def test_spark_outputs_replace_each_other_whole(spark, tmp_path):
+    out = str(tmp_path / "out")
+    for n in (3, 5):
+        staged = StagedOutput(spark, out, overwrite=True)
+        staged.write(spark.range(n), "d")
+        staged.commit()
+        assert spark.read.parquet(f"{out}/d").count() == n
+        stage = StagewiseOutput(spark, str(tmp_path / "stages"))
+        stage.write(spark.range(n), "d")
+        stage.commit()
+        assert spark.read.parquet(str(tmp_path / "stages" / "d")).count() == n
+    assert leftovers(tmp_path) == [] and leftovers(tmp_path / "stages") == []
