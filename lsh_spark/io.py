@@ -850,11 +850,17 @@ class StagedOutput(_KnownSchemas):
 
     def _check_owner(self) -> None:
         """On an object store: refuse to commit an output another run took over."""
-        if self.fs.read_text(f"{self.staging}/{_OWNER}").encode() != _owner_record(self.run):
+        if not self._owns_staging():
             raise ConfigError(
                 f"--output: {self.output} was taken over by another run while this one "
                 "was writing; not committed"
             )
+
+    def _owns_staging(self) -> bool:
+        try:
+            return self.fs.read_text(f"{self.staging}/{_OWNER}").encode() == _owner_record(self.run)
+        except OSError:
+            return False
 
     def _publish(self) -> None:
         """Rename the staging directory to the output; on failure put the old one back."""
@@ -873,8 +879,8 @@ class StagedOutput(_KnownSchemas):
         (then both stay for :func:`recover_output`)."""
         if self.committed:
             return
-        if self.fs.object_store:
-            if not self.fs.exists(self.path(_SUCCESS)):
+        if self.fs.object_store:  # the output itself: only if this run still owns it
+            if self._owns_staging() and not self.fs.exists(self.path(_SUCCESS)):
                 self.fs.delete(self.staging)
         elif self.fs.exists(self.output) or not self.fs.exists(self.aside):
             self.fs.delete(self.staging)

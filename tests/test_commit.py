@@ -377,3 +377,18 @@ def test_spark_outputs_replace_each_other_whole(spark, tmp_path):
         stage.commit()
         assert spark.read.parquet(str(tmp_path / "stages" / "d")).count() == n
     assert leftovers(tmp_path) == [] and leftovers(tmp_path / "stages") == []
+
+
+def test_object_store_abort_deletes_only_its_own_run(memory_gcs):
+    out = "gs://bucket/out"
+    failed = StagedOutput(None, out)
+    write_dataset(failed.fs, failed.path("clusters"), "failed", 1)
+    failed.abort()
+    assert not failed.fs.exists(out)
+    mine = StagedOutput(None, out)
+    other = {"run": "other", "host": "another-host", "pid": 1}
+    mine.fs.write_text(mine.path("_lsh_spark_run"), json.dumps(other))  # taken over
+    with pytest.raises(ConfigError, match="taken over by another run"):
+        mine.commit()
+    mine.abort()
+    assert mine.fs.exists(f"{out}/_lsh_spark_run") and not mine.fs.exists(f"{out}/_SUCCESS")
