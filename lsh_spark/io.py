@@ -7,19 +7,21 @@ can be accounted for in ``clusters/`` or ``rejects/``.
 
 Spark reads and writes the data; :class:`FileSystem` (``pyarrow.fs``, on the
 driver) checks paths, lists files and writes markers, manifests and JSON.
-Writers stage every output under a hidden sibling directory and rename it into
-place at the end (atomic on local disks and HDFS), writing ``_SUCCESS`` last:
-a failed or killed run leaves no half output under the real name.  On S3, where
-a rename is a copy, the ``_SUCCESS`` marker (copied last) is the signal a run
-finished.
+:class:`StagedOutput` commits a whole output so that a crash at any point leaves
+the old or the new one (:func:`recover_output` finishes what a killed commit
+left); :class:`StagewiseOutput` swaps the stage jobs' datasets in one by one.
+docs/outputs.md says what each store guarantees.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import posixpath
 import re
+import signal
+import socket
 import uuid
 from typing import Any
 
@@ -31,6 +33,8 @@ from pyspark.sql import types as T
 
 from lsh_spark.config import ConfigError, DedupConfig
 from lsh_spark.errors import LshSparkError
+
+log = logging.getLogger(__name__)
 
 CORRUPT = "_corrupt_record"
 _EXTENSIONS = {
@@ -56,7 +60,17 @@ class InputError(LshSparkError, ValueError):
 # -- file system helpers ----------------------------------------------------
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 _S3_SCHEMES = ("s3", "s3a", "s3n")
-SUPPORTED_SCHEMES = "local paths, file:, hdfs://, s3://, s3a://, s3n://"
+# Schemes reached through fsspec: (fsspec protocol, the package that implements it).
+_FSSPEC_SCHEMES = {
+    "gs": ("gcs", "gcsfs"),
+    "gcs": ("gcs", "gcsfs"),
+    "abfs": ("abfs", "adlfs"),
+    "abfss": ("abfs", "adlfs"),
+    "dbfs": ("dbfs", "requests"),
+}
+# Stores without an atomic directory rename: outputs are committed in place there.
+OBJECT_STORE_SCHEMES = (*_S3_SCHEMES, *_FSSPEC_SCHEMES)
+SUPPORTED_SCHEMES = "local paths, file:, hdfs://, s3://, s3a://, s3n://, gs://, abfss://, dbfs:/"
 
 
 def _split(path: str) -> tuple[str, str, str]:
@@ -79,10 +93,46 @@ def _normalized(path: str) -> str:
     return "/" + path.lstrip("/")
 
 
+def _fsspec_fs(scheme: str, authority: str, path: str) -> pafs.FileSystem:
+    """The fsspec file system of ``scheme`` (GCS, Azure, DBFS) wrapped for pyarrow.
+
+    Credentials come from the environment, as each fsspec package documents;
+    ``abfss://container@account.dfs.core.windows.net/`` names the account.
+    """
+    protocol, package = _FSSPEC_SCHEMES[scheme]
+    kwargs = {}
+    if protocol == "abfs" and "@" in authority:
+        kwargs["account_name"] = authority.split("@", 1)[1].split(".", 1)[0]
+    if protocol == "dbfs":
+        if not os.environ.get("DATABRICKS_HOST"):
+            raise ConfigError(
+                f"{path}: dbfs:/ paths need the driver's /dbfs mount (on Databricks) or "
+                "DATABRICKS_HOST and DATABRICKS_TOKEN set"
+            )
+        kwargs = {
+            "instance": os.environ["DATABRICKS_HOST"],
+            "token": os.environ.get("DATABRICKS_TOKEN"),
+        }
+    try:
+        import fsspec
+
+        fs = fsspec.filesystem(protocol, **kwargs)
+    except ImportError:
+        raise ConfigError(
+            f"{path}: {scheme}: paths need the Python package {package!r} on the driver; "
+            "install it with: pip install 'lsh-spark[cloud]'"
+        ) from None
+    return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+
+
 def _arrow_fs(spark: SparkSession, scheme: str, authority: str, path: str) -> pafs.FileSystem:
     """The pyarrow file system of URIs with ``scheme`` and ``authority``."""
     if scheme in ("", "file"):
         return pafs.LocalFileSystem()
+    if scheme == "dbfs" and os.path.isdir("/dbfs"):
+        return pafs.LocalFileSystem()  # a Databricks driver mounts DBFS at /dbfs
+    if scheme in _FSSPEC_SCHEMES:
+        return _fsspec_fs(scheme, authority, path)
     if scheme in _S3_SCHEMES:
         # An S3-compatible store (MinIO, ...) configured for Spark's S3A connector.
         endpoint = spark.conf.get("spark.hadoop.fs.s3a.endpoint", None)
@@ -123,6 +173,18 @@ class FileSystem:
             self._scheme = "file"
         self._local = self._scheme == "file"
         self._fs = _arrow_fs(spark, self._scheme, self._authority, path)
+        # dbfs:/ through the driver's /dbfs mount, or a bucket (container) first.
+        self._root = "/dbfs" if self._scheme == "dbfs" and not self._fsspec else ""
+        self._bucketed = self._scheme in OBJECT_STORE_SCHEMES and self._scheme != "dbfs"
+
+    @property
+    def _fsspec(self) -> bool:
+        return isinstance(self._fs, pafs.PyFileSystem)
+
+    @property
+    def object_store(self) -> bool:
+        """Whether this is an object store, where a directory has no atomic rename."""
+        return self._scheme in OBJECT_STORE_SCHEMES
 
     def _p(self, path: str) -> str:
         """``path`` as pyarrow names it on this file system."""
@@ -132,7 +194,9 @@ class FileSystem:
                 f"{path} is not on the file system of {self._scheme}://{self._authority}"
             )
         rest = _normalized(rest)
-        return f"{authority}{rest}".rstrip("/") if self._scheme in _S3_SCHEMES else rest
+        if self._bucketed:  # abfss://container@account.../key is container/key
+            return f"{authority.split('@', 1)[0]}{rest}".rstrip("/")
+        return self._root + rest
 
     def qualify(self, path: str) -> str:
         """``path`` in full: ``file:/abs/path`` for a local one (Hadoop's form, which
@@ -597,19 +661,133 @@ class _KnownSchemas:
         return reader.parquet(self.path(name))
 
 
+# -- committing ------------------------------------------------------------------
+_OWNER = "_lsh_spark_run"  # JSON {run, host, pid} of the process writing a directory
+_SUCCESS = "_SUCCESS"
+
+
+def fault_point(step: str) -> None:
+    """Test hook: SIGKILL this process at commit step ``step`` when the environment
+    holds ``LSH_SPARK_FAULT=commit:<step>`` (the fault-injection tests set it)."""
+    if os.environ.get("LSH_SPARK_FAULT") == f"commit:{step}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _owner_record(run: str) -> bytes:
+    return json.dumps({"run": run, "host": socket.gethostname(), "pid": os.getpid()}).encode()
+
+
+def _abandoned(fs: FileSystem, path: str, all_hosts: bool) -> bool:
+    """Whether the run that wrote directory ``path`` is gone: its owner record is
+    missing or unreadable, names a process of this host that no longer runs, or
+    (``all_hosts``) names another host."""
+    try:
+        owner = json.loads(fs.read_text(f"{path}/{_OWNER}"))
+    except (OSError, ValueError):
+        return True
+    if owner.get("host") != socket.gethostname():
+        return all_hosts
+    try:
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, KeyError, ValueError):
+        return False
+    return False
+
+
+def _sibling(output: str, kind: str, run: str) -> str:
+    """A hidden sibling of ``output``: its staging (``inprogress``) or old (``aside``) copy."""
+    parent, name = posixpath.split(output)
+    return f"{parent}/.{name}.{kind}-{run}"
+
+
+def recover_output(spark: SparkSession, output: str, all_hosts: bool = True) -> list[str]:
+    """Finish an interrupted commit of ``output`` and delete what killed runs left.
+
+    An old output moved aside is put back unless the new one was complete
+    (``_SUCCESS``), which then takes its place; staging directories of runs that
+    are gone are deleted; so are asides once ``output`` stands.  A run still
+    writing on this host is left alone; runs of other hosts are treated as gone
+    when ``all_hosts`` (``jobs/recover.py``), kept otherwise (the start of a run).
+
+    Returns
+    -------
+    list of str
+        One line per action, e.g. ``"deleted .out.inprogress-1a2b"``.
+    """
+    fs = FileSystem(spark, output)
+    output = fs.qualify(output).rstrip("/")
+    if fs.object_store:
+        return _recover_in_place(fs, output, all_hosts)
+    parent, name = posixpath.split(output)
+    done: list[str] = []
+    asides = [n for n in fs.list_names(parent) if n.startswith(f".{name}.aside-")]
+    for aside in asides:
+        run = aside.rsplit("-", 1)[1]
+        staging = _sibling(output, "inprogress", run)
+        if not _abandoned(fs, staging, all_hosts):  # its run is still committing
+            continue
+        if not fs.exists(output):
+            new = fs.exists(f"{staging}/{_SUCCESS}")
+            fs.rename(staging if new else f"{parent}/{aside}", output)
+            done.append(f"{'committed' if new else 'restored'} {name} from run {run}")
+        fs.delete(f"{parent}/{aside}")
+        done.append(f"deleted {aside}")
+    for staging in fs.list_names(parent):
+        path = f"{parent}/{staging}"
+        if staging.startswith(f".{name}.inprogress-") and _abandoned(fs, path, all_hosts):
+            fs.delete(path)
+            done.append(f"deleted {staging}")
+    return done
+
+
+def _recover_in_place(fs: FileSystem, output: str, all_hosts: bool) -> list[str]:
+    """On an object store: delete an output a killed run left without ``_SUCCESS``."""
+    killed = fs.exists(f"{output}/{_OWNER}") and not fs.exists(f"{output}/{_SUCCESS}")
+    if killed and _abandoned(fs, output, all_hosts):
+        fs.delete(output)
+        return [f"deleted {output} (a run killed before its commit)"]
+    return []
+
+
 class StagedOutput(_KnownSchemas):
-    """An output directory written under a hidden staging path, then renamed into place."""
+    """An output directory written under a staging path and committed whole.
+
+    On local disks and HDFS the run writes a hidden sibling
+    ``.NAME.inprogress-RUN``; :meth:`commit` renames an older output aside, the
+    new one into place, then deletes the old one: every step a rename, and a
+    crash between any two leaves a state :func:`recover_output` completes (the
+    next run calls it).  On object stores, where a rename copies every file, a
+    new output is written in place and committed by its ``_SUCCESS`` marker
+    (one request); an existing one is not replaced (see docs/outputs.md).
+    """
 
     def __init__(self, spark: SparkSession, output: str, overwrite: bool = False):
         self.spark = spark
         self.fs = FileSystem(spark, output)
         self.output = self.fs.qualify(output).rstrip("/")
+        recover_output(spark, self.output, all_hosts=False)
         if self.fs.exists(self.output) and not overwrite:
             raise ConfigError(f"--output: {output} already exists; pass --overwrite to replace it")
-        parent, name = posixpath.split(self.output)
-        self.staging = f"{parent}/.{name}.inprogress-{uuid.uuid4().hex[:12]}"
+        if self.fs.exists(self.output) and self.fs.object_store:
+            if not self.fs.exists(f"{self.output}/{_SUCCESS}"):
+                raise ConfigError(
+                    f"--output: {output} holds a run that did not commit (still running, or "
+                    f"killed on another host); if none runs, clear it: jobs/recover.py {output}"
+                )
+            raise ConfigError(
+                f"--output: {output} already exists; on an object store an output is not "
+                "replaced (that would copy every file): delete it first or choose another --output"
+            )
+        self.run = uuid.uuid4().hex[:12]
+        in_place = self.fs.object_store
+        self.staging = self.output if in_place else _sibling(self.output, "inprogress", self.run)
+        self.aside = _sibling(self.output, "aside", self.run)
         self.overwrite = overwrite
+        self.committed = False
         self.schemas = {}
+        self.fs.write_bytes(f"{self.staging}/{_OWNER}", _owner_record(self.run))
 
     def path(self, name: str) -> str:
         return f"{self.staging}/{name}"
@@ -632,29 +810,105 @@ class StagedOutput(_KnownSchemas):
         self.fs.write_bytes(self.path(name), data)
 
     def commit(self) -> None:
-        self.fs.write_text(self.path("_SUCCESS"), "")
+        """Make the staged output the output, never deleting the old one before
+        the new one is in place.
+
+        Raises :class:`ConfigError`, leaving the other output untouched, when
+        an output appeared at the path since the start of a run without
+        ``overwrite``; an ``OSError`` of a rename leaves the old output in place.
+        """
+        if self.fs.object_store:
+            self._check_owner()
+            fault_point("staged")
+            self.fs.write_text(self.path(_SUCCESS), "")
+            self.committed = True
+            return
+        self.fs.write_text(self.path(_SUCCESS), "")
+        fault_point("staged")
         if self.fs.exists(self.output):
-            self.fs.delete(self.output)
-        self.fs.rename(self.staging, self.output)
+            self._check_overwrite()
+            self.fs.rename(self.output, self.aside)
+            fault_point("aside")
+        self._publish()
+        self.committed = True
+        fault_point("published")
+        try:
+            if self.fs.exists(self.aside):
+                # Unmarked first: a half-deleted old output never looks complete.
+                self.fs.delete(f"{self.aside}/{_SUCCESS}")
+                fault_point("deleting-old")
+                self.fs.delete(self.aside)
+        except OSError as exc:  # committed all the same; the next run deletes it
+            log.warning("could not delete the old output %s (%s)", self.aside, exc)
+
+    def _check_overwrite(self) -> None:
+        if not self.overwrite:
+            raise ConfigError(
+                f"--output: {self.output} appeared while this run was writing; it was "
+                "left as it is (pass --overwrite to replace it)"
+            )
+
+    def _check_owner(self) -> None:
+        """On an object store: refuse to commit an output another run took over."""
+        if not self._owns_staging():
+            raise ConfigError(
+                f"--output: {self.output} was taken over by another run while this one "
+                "was writing; not committed"
+            )
+
+    def _owns_staging(self) -> bool:
+        try:
+            return self.fs.read_text(f"{self.staging}/{_OWNER}").encode() == _owner_record(self.run)
+        except OSError:
+            return False
+
+    def _publish(self) -> None:
+        """Rename the staging directory to the output; on failure put the old one back."""
+        try:
+            if self.fs.exists(self.output):  # HDFS would move staging inside it
+                self._check_overwrite()
+                raise OSError(f"{self.output} appeared while committing")
+            self.fs.rename(self.staging, self.output)
+        except BaseException:
+            if self.fs.exists(self.aside) and not self.fs.exists(self.output):
+                self.fs.rename(self.aside, self.output)
+            raise
 
     def abort(self) -> None:
-        self.fs.delete(self.staging)
+        """Delete the staged output, unless the old one is not back in place yet
+        (then both stay for :func:`recover_output`)."""
+        if self.committed:
+            return
+        if self.fs.object_store:  # the output itself: only if this run still owns it
+            if self._owns_staging() and not self.fs.exists(self.path(_SUCCESS)):
+                self.fs.delete(self.staging)
+        elif self.fs.exists(self.output) or not self.fs.exists(self.aside):
+            self.fs.delete(self.staging)
+        else:  # given up: recover_output may now finish the commit
+            self.fs.delete(f"{self.staging}/{_OWNER}")
+            log.error("%s is not in place: run jobs/recover.py %s", self.output, self.output)
 
 
 class StagewiseOutput(_KnownSchemas):
     """An output directory filled one stage at a time by the stage jobs.
 
-    Each dataset is written under a hidden staging name and renamed into place,
-    replacing an older copy, so a failed stage re-runs alone and a half-written
-    dataset is never visible under its real name.
+    Each dataset (and ``report.json``) is written under this run's hidden
+    staging directory, then swapped in: the older copy is renamed into the
+    staging directory's ``_old/``, the new one into place, and the old one
+    deleted.  A stage killed half-way leaves its staging directory, which the
+    next stage job (or ``jobs/recover.py``) rolls back: old copies return to
+    their names, the rest is deleted.
     """
 
     def __init__(self, spark: SparkSession, output: str):
         self.spark = spark
         self.fs = FileSystem(spark, output)
         self.output = self.fs.qualify(output).rstrip("/")
-        self.staging = f"{self.output}/.inprogress-{uuid.uuid4().hex[:12]}"
+        recover_stages(spark, self.output, all_hosts=False)
+        self.run = uuid.uuid4().hex[:12]
+        self.staging = f"{self.output}/.inprogress-{self.run}"
         self.schemas = {}
+        self.fs.write_bytes(f"{self.staging}/{_OWNER}", _owner_record(self.run))
 
     def path(self, name: str) -> str:
         return f"{self.output}/{name}"
@@ -666,23 +920,70 @@ class StagewiseOutput(_KnownSchemas):
         return path
 
     def write(self, df: DataFrame, name: str, **options: str) -> None:
-        tmp = f"{self.staging}/{name}"
-        df.write.mode("error").options(**options).parquet(tmp)
-        self.fs.delete(self.path(name))
-        self.fs.rename(tmp, self.path(name))
+        df.write.mode("error").options(**options).parquet(f"{self.staging}/{name}")
+        self._swap(name)
         self._record(df, name)
 
     def write_json(self, name: str, data: Any) -> None:
-        tmp = f"{self.staging}/{name}"
-        self.fs.write_text(tmp, json.dumps(data, indent=2, sort_keys=True) + "\n")
-        self.fs.delete(self.path(name))
-        self.fs.rename(tmp, self.path(name))
+        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+        self.fs.write_text(f"{self.staging}/{name}", text)
+        self._swap(name)
+
+    def _swap(self, name: str) -> None:
+        """Put the staged ``name`` in place of the older copy, which is deleted last."""
+        old = f"{self.staging}/_old/{name}"
+        if self.fs.exists(self.path(name)):
+            self.fs.rename(self.path(name), old)
+            fault_point("aside")
+        try:
+            self.fs.rename(f"{self.staging}/{name}", self.path(name))
+        except BaseException:
+            if self.fs.exists(old):
+                self.fs.rename(old, self.path(name))
+            raise
+        fault_point("published")
+        self.fs.delete(old)
 
     def read_json(self, name: str) -> dict:
+        """The JSON file ``name`` of the output; ``{}`` before any stage wrote one.
+
+        Raises :class:`ConfigError` when it is missing but stage datasets exist:
+        the report of earlier stages would be lost silently.
+        """
         path = self.path(name)
-        return json.loads(self.fs.read_text(path)) if self.fs.exists(path) else {}
+        if self.fs.exists(path):
+            return json.loads(self.fs.read_text(path))
+        stages = [
+            n for n in self.fs.list_names(self.output) if self.fs.exists(self.path(n) + "/_SUCCESS")
+        ]
+        if stages:
+            raise ConfigError(
+                f"--output: {path} is missing though stages wrote {', '.join(stages)}; "
+                "re-run the stage jobs from jobs/signatures.py into a new --output"
+            )
+        return {}
 
     def commit(self) -> None:
         self.fs.delete(self.staging)
 
     abort = commit
+
+
+def recover_stages(spark: SparkSession, output: str, all_hosts: bool = True) -> list[str]:
+    """Roll back what killed stage jobs left in ``output``: each older copy in a
+    staging directory's ``_old/`` returns to its name if that is empty, then
+    the staging directory is deleted.  Returns one line per action."""
+    fs = FileSystem(spark, output)
+    output = fs.qualify(output).rstrip("/")
+    done: list[str] = []
+    for staging in fs.list_names(output):
+        path = f"{output}/{staging}"
+        if not staging.startswith(".inprogress-") or not _abandoned(fs, path, all_hosts):
+            continue
+        for name in fs.list_names(f"{path}/_old"):
+            if not fs.exists(f"{output}/{name}"):
+                fs.rename(f"{path}/_old/{name}", f"{output}/{name}")
+                done.append(f"restored {name}")
+        fs.delete(path)
+        done.append(f"deleted {staging}")
+    return done

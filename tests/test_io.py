@@ -265,10 +265,10 @@ def test_file_system_names_an_unsupported_scheme(spark):
 
     with pytest.raises(
         ConfigError,
-        match=r"'gs' is not supported; supported: local paths, "
-        r"file:, hdfs://, s3://, s3a://, s3n://",
+        match=r"'ftp' is not supported; supported: local paths, "
+        r"file:, hdfs://, s3://, s3a://, s3n://, gs://, abfss://, dbfs:/",
     ):
-        FileSystem(spark, "gs://bucket/corpus")
+        FileSystem(spark, "ftp://host/corpus")
 
 
 def test_file_system_keeps_the_s3a_scheme_for_spark(spark):
