@@ -351,7 +351,8 @@ def _put_if_absent(endpoint: str | None, path: str, data: bytes) -> bool:
         ) from None
     if endpoint and "://" not in endpoint:
         endpoint = "https://" + endpoint
-    client = boto3.client("s3", endpoint_url=endpoint or None)
+    # A session per call: boto3's default session is not safe across threads.
+    client = boto3.session.Session().client("s3", endpoint_url=endpoint or None)
     bucket, _, key = path.partition("/")
     for attempt in range(5):
         try:
