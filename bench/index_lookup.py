@@ -113,7 +113,6 @@ def main() -> None:
                 params=index_params(DedupConfig()),
                 segments=[segment_entry(entry, 1, "b-0", "batch")],
             ),
-            [name],
         )
         write_s = time.perf_counter() - t0
         manifest = index.current()

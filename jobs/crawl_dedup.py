@@ -4,7 +4,10 @@ Deduplicates the batch (WARC, WARC.gz, WET, or any --format of jobs/dedup.py)
 within itself and against every document kept in --index before, with exact
 Jaccard verification; writes deduped/, duplicates/, superseded/, rejects/ and
 report.json under --output; then adds the batch's new documents to the index as
-one atomic commit. Re-running a committed batch (same --batch-id) changes nothing.
+one compare-and-swap of its manifest (a batch that loses it to another batch or a
+compaction runs again from the new version, --max-retries times); the output is
+committed after the index. Re-running a committed batch (same --batch-id)
+changes nothing.
 
 Example:
   spark-submit jobs/crawl_dedup.py --batch crawl/2026-11-29/ --index index/ \\
@@ -29,7 +32,14 @@ def main(argv=None) -> int:
     report = run_job(
         PROG,
         lambda spark: run_crawl_batch(
-            spark, args.batch, args.index, args.output, cfg, batch_id=args.batch_id, keep=args.keep
+            spark,
+            args.batch,
+            args.index,
+            args.output,
+            cfg,
+            batch_id=args.batch_id,
+            keep=args.keep,
+            max_retries=args.max_retries,
         ),
         remote=args.remote,
     )
@@ -40,6 +50,7 @@ def main(argv=None) -> int:
                 "batch_id": report["batch_id"],
                 "status": report["status"],
                 "index_version": report["index"]["after"]["version"],
+                "attempts": report["index"].get("attempts", 1),
                 "index_documents": report["index"]["after"]["documents"],
                 **c,
             }

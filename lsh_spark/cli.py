@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from lsh_spark.config import (
     PATH,
     PATHS,
+    RETENTION_HOURS,
     VECTOR_METHODS,
     Checked,
     ConfigError,
@@ -36,6 +37,7 @@ from lsh_spark.config import (
     load_yaml,
     non_empty,
     normalize_keys,
+    numbers,
     option,
     option_values,
     options,
@@ -147,6 +149,13 @@ class CompactFlags(Checked):
     index: str = option(None, "index directory", type=str, check=PATH, required=True, yaml=False)
     target_file_mb: int = option(
         256, "approximate size of each rewritten Parquet file in MB", check=integers(1), yaml=False
+    )
+    retention_hours: float = option(
+        RETENTION_HOURS,
+        "unnamed segments and replaced manifests are deleted once this old (a batch "
+        "that read an older version, or is about to commit, keeps its files meanwhile)",
+        check=numbers("a number >= 0", lambda v: v >= 0),
+        yaml=False,
     )
 
 

@@ -419,7 +419,18 @@ class CrawlConfig(Checked):
         "(by fetch time, then batch order) or 'newest'",
         choices=CRAWL_KEEP_POLICIES,
     )
+    max_retries: int = option(
+        3,
+        "times a batch runs again from the new index version when another batch or "
+        "a compaction committed first (0: fail with the conflict)",
+        check=integers(0, 100),
+    )
 
+
+# Unnamed index segments and replaced manifests are deleted once this old (a
+# batch that read an older version, or wrote a segment not yet committed, keeps
+# its files meanwhile); index_compact.py's --retention-hours.
+RETENTION_HOURS = 6.0
 
 DECONTAM_MODES = ("containment", "jaccard", "both")
 

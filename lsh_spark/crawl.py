@@ -19,14 +19,18 @@ signatures, candidates, verify) into the staged ``--output``, then:
    of the two).  An index document whose cluster's keeper is a batch document
    is superseded (``superseded/``) and removed from the index by a tombstone.
 4. **Commit.**  The new documents (with their band keys and shingle sets) and
-   the tombstones become one index segment; the output is committed, then the
-   index (see :mod:`lsh_spark.index`).  A batch id already in the index is
-   reported and nothing is written.
+   the tombstones become one index segment; the index is committed (one
+   compare-and-swap, see :mod:`lsh_spark.index`), then the output, whose
+   report says ``"status": "committed"``.  A batch id already in the index is
+   reported and nothing is written.  A batch that loses the compare-and-swap
+   to another batch or a compaction runs again from the new version, up to
+   ``--max-retries`` times: its lookup then sees the documents that just landed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import posixpath
 import time
 from contextlib import ExitStack
@@ -41,8 +45,11 @@ from lsh_spark.banding import explode_bands
 from lsh_spark.caching import cached
 from lsh_spark.cluster import connected_components
 from lsh_spark.config import CRAWL_KEEP_POLICIES, ConfigError, DedupConfig
+from lsh_spark.faults import maybe_die
 from lsh_spark.index import (
+    RETENTION_HOURS,
     CrawlIndex,
+    IndexConflict,
     Manifest,
     describe,
     doc_key,
@@ -59,6 +66,8 @@ from lsh_spark.stages.signatures import stage_signatures
 from lsh_spark.stages.verify import stage_verify
 from lsh_spark.stages.verify_plan import BROADCAST_ID_ROWS, BROADCAST_SHINGLE_BYTES, SHINGLE_BYTES
 from lsh_spark.verify import jaccard, join_sides, verify_pairs
+
+log = logging.getLogger(__name__)
 
 # Bytes per index document assumed for the first batch's segment (files sizing).
 FIRST_SEGMENT_BYTES_PER_DOC = 1_500
@@ -248,6 +257,8 @@ class _Batch:
     version: int
     segment: str
     timer: Timer
+    attempt: int = 1
+    committed: bool = False
 
 
 def run_crawl_batch(
@@ -258,24 +269,51 @@ def run_crawl_batch(
     cfg: DedupConfig,
     batch_id: str | None = None,
     keep: str = "oldest",
+    max_retries: int = 3,
 ) -> dict[str, Any]:
     """Deduplicate one batch against itself and the index, then add it to the index.
 
     The steps: the core stages on the batch (:func:`_batch_stages`), look up and
     verify against the index (:func:`_cross_verify`), decide every cluster's
     keeper (:func:`_decide`), write the index segment (:func:`_write_segment`)
-    and commit the output, then the index (:func:`_commit`).
+    and commit the index, then the output (:func:`_commit`).  A run that loses
+    the index's compare-and-swap (:class:`IndexConflict`) starts again from the
+    new version, at most ``max_retries`` times.
     """
     _check_args(spark, batch_path, cfg, keep)
+    batch_id = batch_id or default_batch_id(spark, batch_path)
+    for attempt in range(1, max_retries + 2):
+        try:
+            return _run_once(spark, batch_path, index_root, output, cfg, batch_id, keep, attempt)
+        except IndexConflict as exc:
+            if attempt > max_retries:
+                raise IndexConflict(
+                    f"{exc}; gave up after {attempt} attempts (--max-retries {max_retries})"
+                ) from None
+            log.warning("%s; running batch %s again (attempt %d)", exc, batch_id, attempt + 1)
+    raise AssertionError("unreachable")
+
+
+def _run_once(
+    spark: SparkSession,
+    batch_path: str,
+    index_root: str,
+    output: str,
+    cfg: DedupConfig,
+    batch_id: str,
+    keep: str,
+    attempt: int,
+) -> dict[str, Any]:
+    """One attempt of :func:`run_crawl_batch` from the index's current version."""
     started = time.perf_counter()
     index = CrawlIndex(spark, index_root)
     parent = index.current()
     if parent is not None:
         index.check_params(parent, cfg)
-    batch_id = batch_id or default_batch_id(spark, batch_path)
     if parent is not None and parent.batch(batch_id) is not None:
         return already_applied(spark, output, parent, batch_id)
-    version = (parent.version if parent else 0) + 1
+    index.collect_garbage(RETENTION_HOURS * 3600, retire_manifests=False)
+    version = index.head + 1
     run = _Batch(
         spark,
         batch_path,
@@ -287,6 +325,7 @@ def run_crawl_batch(
         version,
         index.new_segment_name(version),
         Timer(spark),
+        attempt,
     )
     try:
         with ExitStack() as stack:
@@ -296,7 +335,8 @@ def run_crawl_batch(
             entry = _write_segment(run, new_ids, raw)
         report = _commit(run, sections, indexed, lookup, entry, keep, started)
     except BaseException:
-        index.discard([run.segment])
+        if not run.committed:  # a committed segment is the index's now
+            index.discard([run.segment])
         release_crawl_input(batch_path, run.out)
         run.out.abort()
         raise
@@ -510,7 +550,12 @@ def _commit(
     keep: str,
     started: float,
 ) -> dict[str, Any]:
-    """Write the report, commit the output and then the index; return the report."""
+    """Write the report, commit the index and then the output; return the report.
+
+    The output (whose report says "committed") becomes visible only once the
+    index holds the batch.  Killed between the two, a re-run finds the batch
+    in the index and reports ``already_applied`` (nothing is added twice).
+    """
     parent, out = run.parent, run.out
     counts = _final_counts(out, indexed)
     new_manifest = Manifest(
@@ -547,6 +592,8 @@ def _commit(
                 "before": describe(parent),
                 "after": describe(new_manifest),
                 "segment": entry,
+                "attempts": run.attempt,
+                "damaged_manifests_skipped": run.index.skipped,
             },
         },
     )
@@ -555,8 +602,10 @@ def _commit(
         out.fs.delete(out.path(name))
     release_crawl_input(run.path, out)
     out.write_json("report.json", report)
+    run.index.commit(parent, new_manifest)
+    run.committed = True
+    maybe_die("index:after_manifest")
     out.commit()
-    run.index.commit(parent, new_manifest, [run.segment])
     return report
 
 

@@ -6,7 +6,6 @@ Layout under ``--index DIR``::
     segments/<name>/docs/         one row per kept document (Parquet, sorted by doc)
     segments/<name>/bands/        (bucket, doc): one row per LSH band (sorted by bucket)
     segments/<name>/removed/      (doc, id): earlier documents this segment supersedes
-    _staging/                     segments being written (never read)
 
 A batch adds one segment; ``jobs/index_compact.py`` rewrites all live segments
 into one.  ``doc`` is XXH64 of the document id, an 8-byte join key: the band
@@ -27,21 +26,30 @@ down when the expected share of row groups read (``1 - exp(-K / G)`` per
 segment) is at most ``MAX_READ_FRACTION``; beyond that a scan with a broadcast
 semi-join is cheaper than planning thousands of predicates.
 
-Commits are atomic and ordered.  A segment is written under ``_staging/``,
-renamed into ``segments/`` and then made visible by writing the next manifest
-version: the manifest is written to a hidden temporary file and renamed to
-``v<N+1>.json`` only if no such version exists yet (Hadoop ``rename`` does not
-replace an existing file on HDFS; on other file systems the check runs just
-before the rename).  A run that dies before the rename leaves the committed
-index exactly as it was; a writer that finds version ``N+1`` already taken
-gets :class:`IndexConflict` and commits nothing.  Segments left behind by dead
-runs are never read (no manifest names them); ``index_compact.py`` deletes
-them.
+Commits are one compare-and-swap.  A segment is written by Spark straight to
+its final, unique path ``segments/<name>/``, which no reader opens until a
+manifest names it.  The next version is then published by one exclusive
+create of ``_manifests/v<N+1>.json`` (:meth:`FileSystem.create_exclusive`: a
+fsynced file hard-linked into place on local disk, a PUT with ``If-None-Match:
+*`` on S3), which fails if another batch or a compaction created that version
+first: the loser gets :class:`IndexConflict` and has changed nothing (a batch
+then runs again from the new version, ``--max-retries``).  There is no rename
+and no check-then-act anywhere in a commit.
+
+If the newest manifest cannot be read (empty or truncated after a power loss
+on a store without fsync), :meth:`CrawlIndex.current` falls back to the newest
+readable one and says so; the next commit takes the version after the damaged
+one.  Nothing is deleted by a commit: :meth:`CrawlIndex.collect_garbage` deletes
+a segment only when no retained manifest names it and its newest file is older
+than the retention period, so a segment another writer is about to commit
+survives; compaction retires a manifest only once its successor is older than
+the retention period, so a batch still reading that version finds its files.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import time
@@ -53,9 +61,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.config import ConfigError, DedupConfig
+from lsh_spark.config import RETENTION_HOURS, ConfigError, DedupConfig
 from lsh_spark.errors import LshSparkError
+from lsh_spark.faults import maybe_die
 from lsh_spark.io import FileSystem
+
+log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 # Parameters that must match between an index and every batch added to it:
@@ -81,6 +92,8 @@ PUSHDOWN_CHUNK = 128
 MAX_PUSHDOWN_KEYS = 16_384
 MAX_READ_FRACTION = 0.5
 _MANIFEST = re.compile(r"^v(\d{8})\.json$")
+# A manifest's temporary file left by a writer killed mid-create.
+_MANIFEST_TMP = re.compile(r"^\.v(\d{8})\.json\..*\.tmp$")
 
 # Column order is read order: a lookup reads doc..shingles in one run per row
 # group, the already-indexed check reads doc, id, batch_id; the columns no lookup
@@ -104,6 +117,10 @@ DOCS_SCHEMA = T.StructType(
 
 class IndexError(ConfigError):  # noqa: A001 - a user-facing error of this module
     """The index cannot be used as asked (wrong parameters, damaged manifest)."""
+
+
+class DamagedManifest(IndexError):
+    """A manifest file that is empty, truncated or not a manifest."""
 
 
 class IndexConflict(LshSparkError, RuntimeError):
@@ -166,6 +183,10 @@ class CrawlIndex:
         self.spark = spark
         self.fs = FileSystem(spark, root)
         self.root = self.fs.qualify(root).rstrip("/")
+        # Set by current(): the highest version number present (readable or
+        # not; the next commit creates head + 1) and the damaged ones skipped.
+        self.head = 0
+        self.skipped: list[dict[str, Any]] = []
 
     # -- paths ------------------------------------------------------------
     def _manifest_path(self, version: int) -> str:
@@ -173,9 +194,6 @@ class CrawlIndex:
 
     def segment_path(self, name: str) -> str:
         return f"{self.root}/segments/{name}"
-
-    def staging_path(self, name: str) -> str:
-        return f"{self.root}/_staging/{name}"
 
     def new_segment_name(self, version: int) -> str:
         return f"v{version:08d}-{uuid.uuid4().hex[:12]}"
@@ -186,20 +204,35 @@ class CrawlIndex:
         return sorted(int(m.group(1)) for m in map(_MANIFEST.match, names) if m)
 
     def current(self) -> Manifest | None:
-        """The committed manifest with the highest version, or None for a new index."""
+        """The newest readable manifest, or None for a new index.
+
+        A newer manifest that cannot be read (a power loss on a store that
+        does not sync it) is skipped with a warning and listed in
+        ``self.skipped``; the batches it recorded must be run again.
+        """
         if self.fs.exists(self.root) and not self.fs.is_dir(self.root):
             raise IndexError(f"--index: {self.root} is a file; allowed: a directory")
         versions = self.versions()
-        return self.load(versions[-1]) if versions else None
+        self.head = versions[-1] if versions else 0
+        self.skipped = []
+        for version in reversed(versions):
+            try:
+                return self.load(version)
+            except DamagedManifest as exc:
+                log.warning("%s; falling back to the previous version", exc)
+                self.skipped.append({"version": version, "reason": str(exc)})
+        if versions:
+            raise IndexError(f"--index: no readable manifest in {self.root}/_manifests")
+        return None
 
     def load(self, version: int) -> Manifest:
         path = self._manifest_path(version)
         try:
             data = json.loads(self.fs.read_text(path))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
         except ValueError as exc:
-            raise IndexError(
-                f"--index: manifest {path} is damaged ({exc}); restore it from a backup"
-            ) from None
+            raise DamagedManifest(f"--index: manifest {path} is damaged ({exc})") from None
         if data.get("format_version") != FORMAT_VERSION:
             raise IndexError(
                 f"--index: {path} has format_version "
@@ -310,14 +343,14 @@ class CrawlIndex:
         est_bytes: int,
         file_bytes: int = SEGMENT_FILE_BYTES,
     ) -> dict[str, Any]:
-        """Write a segment under ``_staging/`` and describe it for the manifest.
+        """Write segment ``name`` (a new, unique name) and describe it for the manifest.
 
         Both key tables are range partitioned into about ``est_bytes /
         file_bytes`` files, sorted by key within each, in small row
         groups (module docstring); the entry records each table's bytes, files
         and row groups, which :meth:`lookup` needs to choose how to read.
         """
-        base = self.staging_path(name)
+        base = self.segment_path(name)
         n_files = max(1, -(-int(est_bytes) // file_bytes))
         docs = docs.select(*[F.col(f.name).cast(f.dataType) for f in DOCS_SCHEMA.fields])
         (
@@ -358,55 +391,83 @@ class CrawlIndex:
             "tables": tables,
         }
 
-    def commit(self, parent: Manifest | None, new: Manifest, staged: list[str]) -> None:
-        """Publish ``staged`` segments and manifest ``new`` (= parent version + 1).
+    def commit(self, parent: Manifest | None, new: Manifest) -> None:
+        """Publish manifest ``new`` (version ``head + 1``, built on ``parent``).
 
-        Raises :class:`IndexConflict` if the index moved on since ``parent``.
+        One exclusive create of the manifest file: raises :class:`IndexConflict`,
+        having changed nothing, if another run created that version first.
         """
-        parent_version = parent.version if parent else 0
-        assert new.version == parent_version + 1
-        latest = self.versions()
-        if (latest[-1] if latest else 0) != parent_version:
-            self.discard(staged)
-            raise IndexConflict(
-                f"--index: {self.root} moved from version {parent_version} to "
-                f"{latest[-1]} while this run was working (another batch or a compaction "
-                "committed first); nothing was committed: run this batch again"
-            )
-        tmp = f"{self.root}/_manifests/.v{new.version:08d}.{uuid.uuid4().hex[:12]}.tmp"
-        moved: list[str] = []
-        committed = False
-        try:
-            for name in staged:
-                self.fs.rename(self.staging_path(name), self.segment_path(name))
-                moved.append(name)
-            self.fs.write_text(tmp, new.to_json(parent.version if parent else None))
-            committed = self.fs.rename_new(tmp, self._manifest_path(new.version))
-        finally:
-            if not committed:
-                self.fs.delete(tmp)
-                for name in moved:
-                    self.fs.delete(self.segment_path(name))
-        if not committed:
+        maybe_die("index:before_manifest")
+        text = new.to_json(parent.version if parent else None)
+        if not self.fs.create_exclusive(self._manifest_path(new.version), text.encode()):
             raise IndexConflict(
                 f"--index: version {new.version} of {self.root} was committed by another "
-                "run at the same moment; nothing was committed: run this batch again"
+                f"run (a batch or a compaction) after this one read version "
+                f"{parent.version if parent else 0}; nothing was committed"
             )
 
-    def discard(self, staged: list[str]) -> None:
-        for name in staged:
-            self.fs.delete(self.staging_path(name))
+    def discard(self, names: list[str]) -> None:
+        """Delete segments of this run that no manifest names."""
+        for name in names:
+            self.fs.delete(self.segment_path(name))
 
-    def garbage(self, manifest: Manifest) -> list[str]:
-        """Segment and staging directories no committed version of ``manifest`` names."""
-        live = {s["name"] for s in manifest.segments}
+    def collect_garbage(self, retention_seconds: float, retire_manifests: bool) -> list[str]:
+        """Delete what no reader needs any more; return the deleted paths.
+
+        Always: manifest temporary files of versions already decided (at most
+        ``head``) and, from older layouts, ``_staging/`` entries older than
+        ``retention_seconds``.  With ``retire_manifests`` (compaction): every
+        manifest older than the newest readable one whose successor is older
+        than ``retention_seconds``, then every segment no remaining manifest
+        names whose newest file is older than ``retention_seconds``.
+        """
+        cutoff_ms = (time.time() - retention_seconds) * 1000
+        manifests = f"{self.root}/_manifests"
         dead = [
-            f"{self.root}/segments/{n}"
-            for n in self.fs.list_names(f"{self.root}/segments")
-            if n not in live
+            f"{manifests}/{n}"
+            for n in self.fs.list_names(manifests)
+            if (m := _MANIFEST_TMP.match(n)) and int(m.group(1)) <= self.head
         ]
-        dead += [f"{self.root}/_staging/{n}" for n in self.fs.list_names(f"{self.root}/_staging")]
+        if retire_manifests:
+            dead += self._retired_manifests(cutoff_ms)
+        for path in dead:
+            self.fs.delete(path)
+        staging = f"{self.root}/_staging"
+        candidates = [f"{staging}/{n}" for n in self.fs.list_names(staging)]
+        if retire_manifests:
+            live = set()
+            for version in self.versions():
+                try:
+                    live.update(s["name"] for s in self.load(version).segments)
+                except DamagedManifest:
+                    continue
+            candidates += [
+                self.segment_path(n)
+                for n in self.fs.list_names(f"{self.root}/segments")
+                if n not in live
+            ]
+        for path in candidates:
+            mtimes = [t for _, _, t in self.fs.fingerprint(path)]
+            # A directory with no file yet may be a writer's that just started.
+            if mtimes and max(mtimes) <= cutoff_ms:
+                self.fs.delete(path)
+                dead.append(path)
         return dead
+
+    def _retired_manifests(self, cutoff_ms: float) -> list[str]:
+        """Manifests below the newest readable version whose successor is older
+        than ``cutoff_ms``."""
+        current = self.current()
+        found = sorted(
+            (int(m.group(1)), t)
+            for name, _, t in self.fs.fingerprint(f"{self.root}/_manifests")
+            if (m := _MANIFEST.match(name.rsplit("/", 1)[-1]))
+        )
+        return [
+            self._manifest_path(v)
+            for (v, _), (_, successor) in zip(found, found[1:], strict=False)
+            if current is not None and v < current.version and successor <= cutoff_ms
+        ]
 
 
 def any_of(column: str, values: list) -> Any:
@@ -461,14 +522,19 @@ def describe(manifest: Manifest | None) -> dict[str, Any]:
 
 
 def compact(
-    spark: SparkSession, root: str, target_file_bytes: int = SEGMENT_FILE_BYTES
+    spark: SparkSession,
+    root: str,
+    target_file_bytes: int = SEGMENT_FILE_BYTES,
+    retention_seconds: float = RETENTION_HOURS * 3600,
 ) -> dict[str, Any]:
     """Rewrite the live index into one segment of files of about ``target_file_bytes``.
 
     The documents and band rows of live documents are unchanged (superseded
     documents and their band rows are dropped, as reads already did); the
-    result is committed as the next version, then older manifests and the
-    segment and staging directories no longer in use are deleted.
+    result is committed as the next version through the same compare-and-swap
+    as a batch (a batch that committed first makes this raise
+    :class:`IndexConflict`), then :meth:`CrawlIndex.collect_garbage` deletes
+    manifests and segments older than ``retention_seconds`` that no reader needs.
     """
     index = CrawlIndex(spark, root)
     manifest = index.current()
@@ -478,28 +544,20 @@ def compact(
     docs = index.docs(manifest)
     bands = index.bands(manifest).join(index.docs(manifest).select("doc"), "doc", "left_semi")
     removed = spark.createDataFrame([], "doc bigint, id string")
-    name = index.new_segment_name(manifest.version + 1)
+    version = index.head + 1
+    name = index.new_segment_name(version)
     try:
         stats = index.write_segment(name, docs, bands, removed, manifest.bytes, target_file_bytes)
-        entry = segment_entry(stats, manifest.version + 1, None, "compacted")
+        entry = segment_entry(stats, version, None, "compacted")
         entry["compacted_from"] = [s["name"] for s in manifest.segments]
         new = Manifest(
-            version=manifest.version + 1,
-            params=manifest.params,
-            segments=[entry],
-            batches=manifest.batches,
+            version=version, params=manifest.params, segments=[entry], batches=manifest.batches
         )
-        index.commit(manifest, new, [name])
+        index.commit(manifest, new)
     except BaseException:
         index.discard([name])
         raise
-    # Older manifests name segments that are deleted now; the batches they list
-    # are carried in the new manifest.
-    deleted = index.garbage(new) + [
-        index._manifest_path(v) for v in index.versions() if v < new.version
-    ]
-    for path in deleted:
-        index.fs.delete(path)
+    deleted = index.collect_garbage(retention_seconds, retire_manifests=True)
     files = len(
         [f for f in index.fs.list_files(index.segment_path(name)) if f.endswith(".parquet")]
     )
@@ -509,4 +567,5 @@ def compact(
         "after": describe(new),
         "parquet_files_after": files,
         "deleted_directories": len(deleted),
+        "damaged_manifests_skipped": index.skipped,
     }

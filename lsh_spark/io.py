@@ -15,13 +15,14 @@ docs/outputs.md says what each store guarantees.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import posixpath
 import re
-import signal
 import socket
+import time
 import uuid
 from typing import Any
 
@@ -33,6 +34,7 @@ from pyspark.sql import types as T
 
 from lsh_spark.config import ConfigError, DedupConfig
 from lsh_spark.errors import LshSparkError
+from lsh_spark.faults import maybe_die
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +178,8 @@ class FileSystem:
         # dbfs:/ through the driver's /dbfs mount, or a bucket (container) first.
         self._root = "/dbfs" if self._scheme == "dbfs" and not self._fsspec else ""
         self._bucketed = self._scheme in OBJECT_STORE_SCHEMES and self._scheme != "dbfs"
+        s3 = self._scheme in _S3_SCHEMES
+        self._s3_endpoint = spark.conf.get("spark.hadoop.fs.s3a.endpoint", None) if s3 else None
 
     @property
     def _fsspec(self) -> bool:
@@ -341,6 +345,98 @@ class FileSystem:
     def read_text(self, path: str) -> str:
         with self._fs.open_input_file(self._p(path)) as fh:
             return fh.read().decode("utf-8")
+
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        """Create file ``path`` holding ``data`` in one step that fails if it exists.
+
+        Returns False, changing nothing, if ``path`` exists.  This is the
+        compare-and-swap of the crawl index's manifests (docs/crawl.md):
+
+        - local disk: ``data`` is written to a hidden temporary file and
+          fsynced, then hard-linked to ``path`` (``link`` fails if ``path``
+          exists) and the directory is fsynced, so the file is complete and
+          durable before it is visible;
+        - S3: a PUT with ``If-None-Match: *`` (boto3, extra ``lsh-spark[s3]``);
+        - GCS and Azure (fsspec): ``pipe_file(mode="create")``, which gcsfs sends
+          with ``ifGenerationMatch=0`` and adlfs as an upload without overwrite;
+        - HDFS: libhdfs has no exclusive create, so the check runs just before
+          the write and two writers at the same moment can both succeed; a
+          warning says so.
+        """
+        target = self._p(path)
+        self._fs.create_dir(posixpath.dirname(target), recursive=True)
+        if self._local:
+            return _link_new(target, data)
+        if self._scheme in _S3_SCHEMES:
+            return _put_if_absent(self._s3_endpoint, target, data)
+        if self._fsspec:
+            try:
+                self._fs.handler.fs.pipe_file(target, data, mode="create")
+            except FileExistsError:
+                return False
+            return True
+        log.warning(
+            "%s: HDFS has no exclusive create through libhdfs; the check before the "
+            "write is not atomic, so run one index writer at a time",
+            path,
+        )
+        if self.exists(path):
+            return False
+        self.write_bytes(path, data)
+        return True
+
+
+def _link_new(path: str, data: bytes) -> bool:
+    """Local :meth:`FileSystem.create_exclusive`: fsynced temporary file, ``link``."""
+    parent, name = os.path.split(path)
+    tmp = f"{parent}/.{name}.{uuid.uuid4().hex[:12]}.tmp"
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        fd = os.open(parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the new directory entry survives a power loss
+        finally:
+            os.close(fd)
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _put_if_absent(endpoint: str | None, path: str, data: bytes) -> bool:
+    """S3 :meth:`FileSystem.create_exclusive`: PUT with ``If-None-Match: *``."""
+    try:
+        import boto3
+        from botocore.exceptions import ClientError
+    except ImportError:
+        raise ConfigError(
+            f"{path}: the index's conditional PUT on S3 needs boto3; install lsh-spark[s3]"
+        ) from None
+    if endpoint and "://" not in endpoint:
+        endpoint = "https://" + endpoint
+    # A session per call: boto3's default session is not safe across threads.
+    client = boto3.session.Session().client("s3", endpoint_url=endpoint or None)
+    bucket, _, key = path.partition("/")
+    for attempt in range(5):
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            return True
+        except ClientError as exc:
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == 412:  # the object exists: another writer won
+                return False
+            # 409: a conditional write of the same key is in flight; S3 asks to retry.
+            if status != 409 or attempt == 4:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    return False
 
 
 # -- reading ------------------------------------------------------------------
@@ -667,10 +763,9 @@ _SUCCESS = "_SUCCESS"
 
 
 def fault_point(step: str) -> None:
-    """Test hook: SIGKILL this process at commit step ``step`` when the environment
-    holds ``LSH_SPARK_FAULT=commit:<step>`` (the fault-injection tests set it)."""
-    if os.environ.get("LSH_SPARK_FAULT") == f"commit:{step}":
-        os.kill(os.getpid(), signal.SIGKILL)
+    """Test hook at output commit step ``step``: ``LSH_SPARK_FAULT=commit:<step>``
+    kills this process there (:mod:`lsh_spark.faults`)."""
+    maybe_die(f"commit:{step}")
 
 
 def _owner_record(run: str) -> bytes:

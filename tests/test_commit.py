@@ -274,6 +274,14 @@ def test_gcs_paths_go_through_fsspec(memory_gcs):
     assert fs.list_names("gs://bucket/dir") == ["a.json"] and fs.object_store
 
 
+def test_gcs_exclusive_create_refuses_an_existing_file(memory_gcs):
+    """The index's compare-and-swap on fsspec stores: ``pipe_file(mode="create")``."""
+    fs = FileSystem(None, "gs://bucket/index")
+    assert fs.create_exclusive("gs://bucket/index/_manifests/v00000001.json", b"first")
+    assert not fs.create_exclusive("gs://bucket/index/_manifests/v00000001.json", b"second")
+    assert fs.read_text("gs://bucket/index/_manifests/v00000001.json") == "first"
+
+
 def test_abfss_paths_name_the_container_and_account(monkeypatch):
     from fsspec.implementations.memory import MemoryFileSystem
 

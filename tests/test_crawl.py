@@ -8,6 +8,7 @@ than the indexed page.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -58,6 +59,33 @@ def crawl(spark, tmp_path_factory):
     for name in ("batch-1", "batch-2"):
         reports[name] = run_crawl_batch(spark, b[name], str(index), str(root / "out" / name), CFG)
     return {"root": root, "batches": b, "index": index, "reports": reports}
+
+
+def crawl_job(batch, index, out, fault: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """The spark-submit command of jobs/crawl_dedup.py and its environment
+    (``fault``: the value of $LSH_SPARK_FAULT, see lsh_spark/faults.py)."""
+    cmd = [
+        os.path.join(os.path.dirname(sys.executable), "spark-submit"),
+        "--master",
+        "local[2]",
+        os.path.join(ROOT, "jobs", "crawl_dedup.py"),
+        "--batch",
+        str(batch),
+        "--index",
+        str(index),
+        "--output",
+        str(out),
+    ]
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    )
+    env.pop("LSH_SPARK_FAULT", None)
+    if fault:
+        env["LSH_SPARK_FAULT"] = fault
+    return cmd, env
 
 
 def urls(spark, out, name, col="url"):
@@ -211,33 +239,31 @@ def test_an_index_of_the_earlier_layout_is_read_and_compacts_to_the_new_one(craw
     assert idx.docs(idx.current()).columns == [f.name for f in index_mod.DOCS_SCHEMA.fields]
 
 
-@pytest.mark.parametrize("where", ["stage_verify", "_lookup", "write_segment", "rename_new"])
+@pytest.mark.parametrize("where", ["stage_verify", "_lookup", "write_segment", "link"])
 def test_a_run_that_dies_leaves_the_index_as_it_was(crawl, spark, tmp_path, monkeypatch, where):
     import lsh_spark.crawl as crawl_mod
     import lsh_spark.index as index_mod
-    from lsh_spark.io import FileSystem
 
     index = tmp_path / "index"
     shutil.copytree(crawl["index"], index)
     before = tree_digest(str(index))
 
     def die(*a, **k):
-        raise RuntimeError("killed at " + where)
+        raise OSError(errno.ENOSPC, "No space left on device: killed at " + where)
 
     target = {
         "stage_verify": (crawl_mod, "stage_verify"),
         "_lookup": (crawl_mod, "_lookup"),
         "write_segment": (index_mod.CrawlIndex, "write_segment"),
-        "rename_new": (FileSystem, "rename_new"),
+        "link": (os, "link"),  # the manifest's exclusive create on local disk
     }[where]
     with monkeypatch.context() as m:
         m.setattr(*target, die)
-        with pytest.raises(RuntimeError, match="killed at"):
+        with pytest.raises(OSError, match="killed at"):
             run_crawl_batch(
                 spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "out"), CFG
             )
-    assert tree_digest(str(index), skip=("_staging",)) == before
-    assert not os.listdir(index / "_staging")
+    assert tree_digest(str(index)) == before
     # and the batch then runs normally
     r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "out"), CFG)
     assert r["status"] == "committed" and r["index"]["after"]["version"] == 3
@@ -248,8 +274,8 @@ def test_conflicting_commit_and_wrong_parameters_are_refused(crawl, spark, tmp_p
     shutil.copytree(crawl["index"], index)
     idx = CrawlIndex(spark, str(index))
     stale = idx.load(1)
-    with pytest.raises(IndexConflict, match="moved from version 1 to 2"):
-        idx.commit(stale, type(stale)(version=2, params=stale.params), [])
+    with pytest.raises(IndexConflict, match="version 2 of .* committed by another run"):
+        idx.commit(stale, type(stale)(version=2, params=stale.params))
     with pytest.raises(IndexError, match=r"--num-perm: got 64 but the index .* built with 128"):
         run_crawl_batch(
             spark,
@@ -276,7 +302,7 @@ def test_compaction_keeps_the_content_and_lookups_work(crawl, spark, tmp_path, m
         .join(idx.docs(idx.current()).select("doc"), "doc", "left_semi")
         .collect()
     )
-    result = compact(spark, str(index))
+    result = compact(spark, str(index), retention_seconds=0)
     assert result["before"]["segments"] == 3 and result["after"]["segments"] == 1
     assert result["after"]["documents"] == result["before"]["documents"] == 10
     m = idx.current()
@@ -339,24 +365,7 @@ def test_spark_submit_killed_mid_run_leaves_the_index_unchanged(crawl, tmp_path)
     shutil.copytree(crawl["index"], index)
     before = tree_digest(str(index))
     out = tmp_path / "out"
-    cmd = [
-        os.path.join(os.path.dirname(sys.executable), "spark-submit"),
-        "--master",
-        "local[2]",
-        os.path.join(ROOT, "jobs", "crawl_dedup.py"),
-        "--batch",
-        crawl["batches"]["batch-3"],
-        "--index",
-        str(index),
-        "--output",
-        str(out),
-    ]
-    env = dict(
-        os.environ,
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
-    )
+    cmd, env = crawl_job(crawl["batches"]["batch-3"], index, out)
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
     )
@@ -381,6 +390,138 @@ def test_spark_submit_killed_mid_run_leaves_the_index_unchanged(crawl, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
     assert summary["status"] == "committed" and summary["index_version"] == 3
+
+
+def index_content(spark, root) -> tuple:
+    """What a reader of the index sees: version, live documents, batches."""
+    idx = CrawlIndex(spark, str(root))
+    m = idx.current()
+    cols = ("id", "url", "batch_id", "added_version", "shingles")
+    docs = sorted(tuple(str(r[c]) for c in cols) for r in idx.docs(m).collect())
+    keys = ("batch_id", "version", "new_documents", "duplicates", "superseded_index_documents")
+    return m.version, docs, sorted(tuple(b[k] for k in keys) for b in m.batches)
+
+
+def run_child(cmd, env, log, timeout=600, until=None) -> subprocess.Popen:
+    """Run ``cmd`` in its own process group, output to ``log``; with ``until``
+    (a callable), return as soon as it is true, else wait for the end.  The
+    caller kills the group in a finally (:func:`kill_child`)."""
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
+    deadline = time.time() + timeout
+    while proc.poll() is None and time.time() < deadline:
+        if until is not None and until():
+            return proc
+        time.sleep(0.2)
+    if until is not None and not until():
+        kill_child(proc)
+        raise AssertionError(f"the job never reached the hold: {log.read_text()[-3000:]}")
+    return proc
+
+
+def kill_child(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+
+def summary_of(log) -> dict:
+    text = log.read_text()
+    lines = [ln for ln in text.splitlines() if ln.startswith('{"batch_id"')]
+    assert lines, text[-3000:]
+    return json.loads(lines[-1])
+
+
+@pytest.fixture(scope="module")
+def clean_third(crawl, spark, tmp_path_factory):
+    """The index content after batch 3 ran once, undisturbed."""
+    index = tmp_path_factory.mktemp("clean") / "index"
+    shutil.copytree(crawl["index"], index)
+    run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(index) + "-out", CFG)
+    return index_content(spark, index)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ["index:before_manifest", "index:after_manifest"])
+def test_sigkill_at_an_index_commit_step_then_a_rerun_ends_as_a_clean_run(
+    crawl, spark, tmp_path, clean_third, step
+):
+    """SIGKILL the job after its segment is written and before its manifest,
+    or after its manifest and before its output: the index is at the old or
+    the new version, the output is absent, and a re-run ends as a clean run."""
+    index, out = tmp_path / "index", tmp_path / "out"
+    shutil.copytree(crawl["index"], index)
+    segments = set(os.listdir(index / "segments"))
+    cmd, env = crawl_job(crawl["batches"]["batch-3"], index, out, fault=step)
+    proc = run_child(cmd, env, tmp_path / "job.log")
+    kill_child(proc)
+    assert proc.returncode != 0
+    assert not out.exists()
+    versions = CrawlIndex(spark, str(index)).versions()
+    orphans = set(os.listdir(index / "segments")) - segments
+    assert len(orphans) == 1  # the killed run's segment, named by a manifest or not
+    if step == "index:before_manifest":
+        assert versions == [1, 2]
+    else:
+        assert versions == [1, 2, 3]
+    r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(out), CFG)
+    expected = "committed" if step == "index:before_manifest" else "already_applied"
+    assert r["status"] == expected
+    assert json.loads((out / "report.json").read_text())["status"] == expected
+    assert index_content(spark, index) == clean_third
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rival", ["batch", "compaction"])
+def test_a_batch_that_loses_the_race_runs_again_from_the_new_version(crawl, spark, tmp_path, rival):
+    """Batch A (a child process) reads version 2 and is held just before its
+    compare-and-swap while a rival, which also read version 2, commits version
+    3: another batch holding a copy of one of A's pages, or a compaction.  A
+    then loses, runs again from version 3 and commits version 4."""
+    index, go = tmp_path / "index", tmp_path / "go"
+    shutil.copytree(crawl["index"], index)
+    segments = set(os.listdir(index / "segments"))
+    cmd, env = crawl_job(
+        crawl["batches"]["batch-3"], index, tmp_path / "out", f"index:before_manifest=wait:{go}"
+    )
+    log = tmp_path / "a.log"
+    proc = run_child(cmd, env, log, until=lambda: os.path.exists(f"{go}.waiting"))
+    try:
+        held = set(os.listdir(index / "segments")) - segments  # A's segment, not committed
+        assert len(held) == 1
+        if rival == "batch":
+            from crawlgen import page, write_warc
+
+            b4 = tmp_path / "batch-4"
+            copy = dict(url="https://copy.example/nyt-3", date=day(13), html=page("nytimes-3"))
+            write_warc(str(b4 / "x.warc.gz"), [copy])
+            r = run_crawl_batch(spark, str(b4), str(index), str(tmp_path / "o4"), CFG)
+            assert r["status"] == "committed" and r["index"]["after"]["version"] == 3
+        else:
+            assert compact(spark, str(index))["after"]["version"] == 3
+            assert held <= set(os.listdir(index / "segments"))  # in flight: kept
+        go.touch()
+        proc.wait(600)
+    finally:
+        kill_child(proc)
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    a = summary_of(log)
+    assert (a["status"], a["attempts"], a["index_version"]) == ("committed", 2, 4)
+    idx = CrawlIndex(spark, str(index))
+    m = idx.current()
+    assert all(os.path.isdir(index / "segments" / s["name"]) for s in m.segments)
+    assert not held & set(os.listdir(index / "segments"))  # A removed its first segment
+    live = [(r["id"], r["url"]) for r in idx.docs(m).collect()]
+    assert len(live) == len(set(live)) == 10  # none lost, none twice
+    if rival == "batch":
+        # A's re-run found B's copy and superseded it with its older page.
+        assert a["superseded_index_documents"] == 2
+        live_urls = {u for _, u in live}
+        assert "https://news.example/nyt/3" in live_urls
+        assert "https://copy.example/nyt-3" not in live_urls
+        assert [b["version"] for b in m.batches] == [1, 2, 3, 4]
 
 
 def test_cli_arguments_and_config_file(tmp_path, spark):

@@ -62,7 +62,7 @@ def built(spark, tmp_path_factory):
         params=index_params(DedupConfig()),
         segments=[segment_entry(stats, 1, "b-1", "batch")],
     )
-    index.commit(None, manifest, [name])
+    index.commit(None, manifest)
     mp.undo()
     return index, index.current(), stats
 
