@@ -30,6 +30,7 @@ signatures, candidates, verify) into the staged ``--output``, then:
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import posixpath
 import time
@@ -72,6 +73,8 @@ log = logging.getLogger(__name__)
 # Bytes per index document assumed for the first batch's segment (files sizing).
 FIRST_SEGMENT_BYTES_PER_DOC = 1_500
 # Datasets of a batch's output that are deleted before it is committed.
+# The status of a batch output committed before its index commit (see _commit).
+PENDING = "pending_index"
 SCRATCH_DATASETS = (
     "shingles",
     "signatures",
@@ -236,11 +239,22 @@ def already_applied(
         "original_run": entry,
     }
     fs = FileSystem(spark, output)
-    if not fs.exists(output):  # the first run's output stands if it is there
-        out = StagedOutput(spark, output)
+    first = _output_report(fs, output)
+    if first is None:  # the first run's output stands if it is there
+        out = StagedOutput(spark, output, overwrite=fs.exists(output))
         out.write_json("report.json", report)
         out.commit()
+    elif first.get("batch_id") == batch_id and first.get("status") == PENDING:
+        _mark_committed(fs, fs.qualify(output).rstrip("/"), first)  # killed before this
     return report
+
+
+def _output_report(fs: FileSystem, output: str) -> dict[str, Any] | None:
+    """The report of a committed output at ``output``, or None."""
+    path = f"{fs.qualify(output).rstrip('/')}/report.json"
+    if not fs.exists(path):
+        return None
+    return json.loads(fs.read_text(path))
 
 
 @dataclass
@@ -550,11 +564,15 @@ def _commit(
     keep: str,
     started: float,
 ) -> dict[str, Any]:
-    """Write the report, commit the index and then the output; return the report.
+    """Commit the output, then the index, then mark the output committed; return
+    the report.
 
-    The output (whose report says "committed") becomes visible only once the
-    index holds the batch.  Killed between the two, a re-run finds the batch
-    in the index and reports ``already_applied`` (nothing is added twice).
+    The output is committed first with ``"status": "pending_index"``; its
+    report says ``committed`` only once the index holds the batch.  Killed
+    before the index commit, a re-run does the batch again and replaces that
+    output; killed after it, a re-run finds the batch in the index, marks the
+    complete output committed and reports ``already_applied`` (nothing is added
+    twice, nothing is lost).
     """
     parent, out = run.parent, run.out
     counts = _final_counts(out, indexed)
@@ -601,12 +619,19 @@ def _commit(
     for name in SCRATCH_DATASETS:
         out.fs.delete(out.path(name))
     release_crawl_input(run.path, out)
-    out.write_json("report.json", report)
+    out.write_json("report.json", dict(report, status=PENDING))
+    out.commit()
     run.index.commit(parent, new_manifest)
     run.committed = True
     maybe_die("index:after_manifest")
-    out.commit()
+    _mark_committed(out.fs, out.output, report)
     return report
+
+
+def _mark_committed(fs: FileSystem, output: str, report: dict[str, Any]) -> None:
+    """Replace the committed output's report by ``report`` with status committed."""
+    text = json.dumps(dict(report, status="committed"), indent=2, sort_keys=True) + "\n"
+    fs.replace_text(f"{output}/report.json", text)
 
 
 def _final_counts(out: StagedOutput, indexed: int) -> dict[str, int]:

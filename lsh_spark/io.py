@@ -342,6 +342,18 @@ class FileSystem:
         with self._fs.open_output_stream(self._p(path)) as out:
             out.write(data)
 
+    def replace_text(self, path: str, text: str) -> None:
+        """Replace file ``path`` whole, so a reader sees the old or the new text: a
+        temporary file renamed over it (local disks, HDFS), one PUT on object stores."""
+        if self.object_store:
+            self.write_text(path, text)
+            return
+        parent, name = posixpath.split(path)
+        tmp = f"{parent}/.{name}.{uuid.uuid4().hex[:12]}.tmp"
+        self.write_text(tmp, text)
+        self._drop_checksum(path)
+        self._fs.move(self._p(tmp), self._p(path))
+
     def read_text(self, path: str) -> str:
         with self._fs.open_input_file(self._p(path)) as fh:
             return fh.read().decode("utf-8")

@@ -436,11 +436,13 @@ def summary_of(log) -> dict:
 
 @pytest.fixture(scope="module")
 def clean_third(crawl, spark, tmp_path_factory):
-    """The index content after batch 3 ran once, undisturbed."""
+    """The index content and the output's counts and kept ids after batch 3 ran
+    once, undisturbed."""
     index = tmp_path_factory.mktemp("clean") / "index"
     shutil.copytree(crawl["index"], index)
-    run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(index) + "-out", CFG)
-    return index_content(spark, index)
+    out = str(index) + "-out"
+    report = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), out, CFG)
+    return index_content(spark, index), report["counts"], rows(spark, f"{out}/deduped", "id")
 
 
 @pytest.mark.slow
@@ -448,9 +450,10 @@ def clean_third(crawl, spark, tmp_path_factory):
 def test_sigkill_at_an_index_commit_step_then_a_rerun_ends_as_a_clean_run(
     crawl, spark, tmp_path, clean_third, step
 ):
-    """SIGKILL the job after its segment is written and before its manifest,
-    or after its manifest and before its output: the index is at the old or
-    the new version, the output is absent, and a re-run ends as a clean run."""
+    """SIGKILL the job after its output and segment are written and before its
+    manifest, or after its manifest and before its output is marked committed:
+    the index is at the old or the new version, the output is complete but says
+    ``pending_index``, and a re-run ends as a clean run with a committed output."""
     index, out = tmp_path / "index", tmp_path / "out"
     shutil.copytree(crawl["index"], index)
     segments = set(os.listdir(index / "segments"))
@@ -458,7 +461,8 @@ def test_sigkill_at_an_index_commit_step_then_a_rerun_ends_as_a_clean_run(
     proc = run_child(cmd, env, tmp_path / "job.log")
     kill_child(proc)
     assert proc.returncode != 0
-    assert not out.exists()
+    assert json.loads((out / "report.json").read_text())["status"] == "pending_index"
+    assert (out / "_SUCCESS").exists() and (out / "deduped").is_dir()
     versions = CrawlIndex(spark, str(index)).versions()
     orphans = set(os.listdir(index / "segments")) - segments
     assert len(orphans) == 1  # the killed run's segment, named by a manifest or not
@@ -469,8 +473,11 @@ def test_sigkill_at_an_index_commit_step_then_a_rerun_ends_as_a_clean_run(
     r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(out), CFG)
     expected = "committed" if step == "index:before_manifest" else "already_applied"
     assert r["status"] == expected
-    assert json.loads((out / "report.json").read_text())["status"] == expected
-    assert index_content(spark, index) == clean_third
+    written = json.loads((out / "report.json").read_text())
+    content, counts, kept = clean_third
+    assert written["status"] == "committed" and written["counts"] == counts
+    assert rows(spark, out / "deduped", "id") == kept
+    assert index_content(spark, index) == content
 
 
 @pytest.mark.slow
