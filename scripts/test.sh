@@ -16,7 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup-env.sh"
 cd "$ROOT"
 
 # The one definition of the fast selection: no child processes (spark-submit, servers).
-FAST="not slow and not cluster and not connect and not s3"
+FAST="not slow and not heavy and not cluster and not connect and not s3"
 
 args=()
 fast=0

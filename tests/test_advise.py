@@ -47,6 +47,7 @@ def _truth(spark, shingles_path, threshold):
     return {tuple(sorted((ids[a], ids[b]))) for a, b in zip(i, j, strict=False)}
 
 
+@pytest.mark.heavy
 def test_predicted_recall_matches_a_real_run(spark, tmp_path, corpus):
     from lsh_spark.io import StagedOutput
     from lsh_spark.pipeline import stage_candidates, stage_signatures, stage_verify
@@ -126,6 +127,7 @@ def test_vector_advice_predicts_hyperplane_recall(spark, tmp_path):
     assert report["banding"]["bands"] == 3
 
 
+@pytest.mark.heavy
 def test_simhash_advice_predicts_the_share_of_jaccard_pairs_found(spark, tmp_path, corpus):
     cfg = DedupConfig(method="simhash", threshold=0.8, target_recall=0.9)
     advice = advise(spark, str(corpus), cfg, sample=500)

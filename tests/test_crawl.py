@@ -163,6 +163,7 @@ def test_rerun_of_a_committed_batch_changes_nothing(crawl, spark):
     assert tree_digest(index) == before
 
 
+@pytest.mark.heavy
 def test_third_batch_and_keep_oldest_supersedes(crawl, spark, tmp_path):
     index = tmp_path / "index"
     shutil.copytree(crawl["index"], index)
@@ -203,6 +204,7 @@ OLD_DOCS_ORDER = (
 )
 
 
+@pytest.mark.heavy
 def test_an_index_of_the_earlier_layout_is_read_and_compacts_to_the_new_one(crawl, spark, tmp_path):
     """Segments written before layout 2 (files in the earlier column order, no
     layout or table sizes in the manifest) are read whole, give the same
@@ -239,6 +241,7 @@ def test_an_index_of_the_earlier_layout_is_read_and_compacts_to_the_new_one(craw
     assert idx.docs(idx.current()).columns == [f.name for f in index_mod.DOCS_SCHEMA.fields]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("where", ["stage_verify", "_lookup", "write_segment", "link"])
 def test_a_run_that_dies_leaves_the_index_as_it_was(crawl, spark, tmp_path, monkeypatch, where):
     import lsh_spark.crawl as crawl_mod
@@ -287,6 +290,7 @@ def test_conflicting_commit_and_wrong_parameters_are_refused(crawl, spark, tmp_p
     assert idx.current().version == 2
 
 
+@pytest.mark.heavy
 def test_compaction_keeps_the_content_and_lookups_work(crawl, spark, tmp_path, monkeypatch):
     index = tmp_path / "index"
     shutil.copytree(crawl["index"], index)
@@ -337,6 +341,7 @@ def test_compaction_keeps_the_content_and_lookups_work(crawl, spark, tmp_path, m
     assert dup["duplicate_of_source"] == "index" and dup["jaccard"] >= CFG.threshold
 
 
+@pytest.mark.heavy
 def test_already_indexed_record_ids_are_rejected(crawl, spark, tmp_path):
     index = tmp_path / "index"
     shutil.copytree(crawl["index"], index)

@@ -115,6 +115,7 @@ def matches(spark, out, kind=None) -> dict:
     }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("strategy", ["broadcast", "shuffle"])
 def test_planted_containment_against_brute_force(planted, spark, tmp_path, monkeypatch, strategy):
     if strategy == "shuffle":
@@ -186,6 +187,7 @@ def test_jaccard_pairs_only_across_the_two_sides(spark, tmp_path):
     assert clean == {"a", "a-copy", "d"}
 
 
+@pytest.mark.heavy
 def test_bad_records_are_rejected_with_reasons_and_parquet_references_work(spark, tmp_path):
     docs = sample_docs(200)[:3]
     question = " ".join(docs[0]["text"].split()[30:60])

@@ -23,6 +23,8 @@ from chispa import assert_df_equality
 from lsh_spark.config import DedupConfig
 from lsh_spark.pipeline import run_dedup
 
+pytestmark = pytest.mark.heavy
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "data", "sample", "corpus.jsonl")
 N_FILES = 7

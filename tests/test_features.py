@@ -50,6 +50,7 @@ def test_packed_features_hold_the_same_sets(spark):
     assert got == want and sum(v is not None for v in got.values()) >= 8
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("passed_len", [True, False])
 def test_fused_features_equal_the_spark_path(spark, passed_len):
     # passed_len=False: the Python pass counts the characters of the texts

@@ -99,6 +99,7 @@ def test_vector_methods_find_what_brute_force_finds(spark, tmp_path, vectors, me
     assert report["banding"]["candidate_probability_at_threshold"] >= 0.99
 
 
+@pytest.mark.heavy
 def test_mllib_vectors_are_accepted(spark, tmp_path, vectors):
     from pyspark.ml.linalg import Vectors
 
