@@ -21,8 +21,10 @@ import os
 import posixpath
 import re
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -303,6 +305,51 @@ def detect_format(files: list[str]) -> str:
     return found.pop()
 
 
+def s3_endpoint(spark: SparkSession) -> str | None:
+    """The S3-compatible endpoint Spark's S3A connector is configured with, if any."""
+    return spark.conf.get("spark.hadoop.fs.s3a.endpoint", None)
+
+
+def open_input(name: str, endpoint: str | None = None) -> pa.NativeFile:
+    """Open file ``name`` (as :meth:`FileSystem.qualify` names it) for reading,
+    seekable, through ``pyarrow.fs``; on the driver or in a Python worker, which
+    has no session: S3 takes the ``endpoint`` of :func:`s3_endpoint`."""
+    scheme, authority, rest = _split(name)
+    if scheme in ("", "file"):
+        return pafs.LocalFileSystem().open_input_file(rest)
+    if scheme in _S3_SCHEMES:
+        if endpoint:
+            fs = pafs.S3FileSystem(
+                endpoint_override=endpoint.split("://")[-1],
+                scheme="http" if endpoint.startswith("http://") else "https",
+            )
+        else:
+            fs = pafs.S3FileSystem()
+        return fs.open_input_file(authority + rest)
+    fs, path = pafs.FileSystem.from_uri(name)
+    return fs.open_input_file(path)
+
+
+def _check_parquet_footers(spark: SparkSession, files: list[str]) -> None:
+    """Raise :class:`InputError` naming the first Parquet file whose footer
+    cannot be read, before any job: Spark would fail halfway through the run.
+    Reads one footer per file (a few KB each), several at a time."""
+    endpoint = s3_endpoint(spark)
+
+    def problem(name: str) -> str | None:
+        try:
+            with open_input(name, endpoint) as fh:
+                pq.read_metadata(fh)
+        except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
+            return f"{name}: {' '.join(str(exc).split())[:200]}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        bad = next(filter(None, pool.map(problem, files)), None)
+    if bad:
+        raise InputError(f"--input: cannot read the Parquet footer of {bad}")
+
+
 def input_files(spark: SparkSession, path: str) -> list[str]:
     fs = FileSystem(spark, path)
     if not fs.exists(path):
@@ -322,12 +369,20 @@ def _json_key(spark: SparkSession, path: str) -> tuple:
     return (path, FileSystem(spark, path).fingerprint(path))
 
 
+# Longest JSON string Spark's parser accepts.  Jackson's own default (20M
+# characters) would make a long but valid document an unparseable record that
+# loses its id; the line reader holds the whole line anyway, so the string is
+# parsed and the document rejected by ``max_text_chars`` under its own id.
+JSON_MAX_STRING_CHARS = 2**31 - 1
+
+
 def _json_reader(spark: SparkSession, schema: T.StructType | None = None):
     reader = spark.read if schema is None else spark.read.schema(schema)
     return (
         reader.option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
         .option("recursiveFileLookup", "true")
+        .option("maxStringLen", str(JSON_MAX_STRING_CHARS))
     )
 
 
@@ -443,6 +498,7 @@ def _read_format(
         tsv = all(".tsv" in posixpath.basename(f).lower() for f in files)
         return _read_csv(spark, path, "\t" if tsv else ",")
     if fmt == "parquet":
+        _check_parquet_footers(spark, files)
         return spark.read.option("recursiveFileLookup", "true").parquet(path)
     if fmt == "text":
         return (

@@ -497,3 +497,86 @@ def test_input_with_every_record_rejected_completes(spark, tmp_path):
     c = report["counts"]
     assert (c["input_records"], c["rejected"], c["clustered_documents"]) == (3, 3, 0)
     assert (c["deduped_documents"], c["removed_documents"], c["duplicate_clusters"]) == (0, 0, 0)
+
+
+# -- issue 49: bad input not yet covered -------------------------------------------
+def _clustered_and_rejected(spark, output) -> tuple[set, dict]:
+    clusters = {r["id"] for r in _read(spark, output, "clusters").select("id").collect()}
+    rejects = [(r["id"], r["reason"]) for r in _read(spark, output, "rejects").collect()]
+    return clusters, rejects
+
+
+@pytest.mark.slow
+def test_a_100mb_jsonl_document_is_rejected_as_too_large(spark, tmp_path):
+    # One JSON line of 100 MB: read by the JVM (Jackson's default string limit
+    # is 20M characters), measured there and rejected before any Python worker
+    # sees it; the test session's driver has 2g.
+    good = _good_docs(6)
+    path = tmp_path / "big.jsonl"
+    with open(path, "wb") as fh:
+        for d in good[:3]:
+            fh.write(_jsonl_line(d) + b"\n")
+        fh.write(b'{"id": "huge-100mb", "text": "')
+        chunk = b"lorem ipsum dolor sit amet " * 40_000  # about 1 MB
+        for _ in range(100):
+            fh.write(chunk)
+        fh.write(b'"}\n')
+        for d in good[3:]:
+            fh.write(_jsonl_line(d) + b"\n")
+    assert path.stat().st_size > 100_000_000
+    report = _run(spark, path, tmp_path / "out")
+    clusters, rejects = _clustered_and_rejected(spark, tmp_path / "out")
+    assert clusters == {d["id"] for d in good}
+    ((rid, reason),) = rejects
+    assert rid == "huge-100mb"
+    assert reason == "too_large: 108000000 characters > max_text_chars 20000000"
+    assert report["counts"]["input_records"] == 7
+
+
+def test_nul_bytes_in_jsonl(spark, tmp_path):
+    # An escaped NUL (\u0000) is a character of the text: a separator like any
+    # other non-alphanumeric character, so the text still finds its twin.  A raw
+    # NUL byte inside a JSON string is not JSON: that line is an invalid_record.
+    good = _good_docs(6)
+    words = good[0]["text"].split(" ")
+    with_nul = "\u0000".join(words[:10]) + " " + " ".join(words[10:])
+    lines = [_jsonl_line(d) for d in good]
+    lines.append(_jsonl_line({"id": "escaped-nul", "text": with_nul}))
+    assert b"\\u0000" in lines[-1]
+    lines.append(b'{"id": "raw-nul", "text": "a text with a raw \x00 byte inside it"}')
+    lines.append(b"\x00\x00\x00\x00")
+    path = tmp_path / "nul.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    report = _run(spark, path, tmp_path / "out")
+    clusters = {r["id"]: r for r in _read(spark, tmp_path / "out", "clusters").collect()}
+    rejects = [r["reason"] for r in _read(spark, tmp_path / "out", "rejects").collect()]
+    assert set(clusters) == {d["id"] for d in good} | {"escaped-nul"}
+    assert clusters["escaped-nul"]["cluster_id"] == clusters[good[0]["id"]]["cluster_id"]
+    assert [_code(r) for r in rejects] == ["invalid_record", "invalid_record"]
+    # The reason shows the bad line with its control characters masked.
+    assert any("a text with a raw ? byte" in r for r in rejects)
+    assert all("\x00" not in r for r in rejects)
+    assert report["counts"]["input_records"] == len(lines)
+
+
+def test_a_corrupt_parquet_footer_is_one_error_before_any_output(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "in"
+    src.mkdir()
+    good = _good_docs(6)
+    pq.write_table(pa.Table.from_pylist(good[:3]), src / "part-0.parquet")
+    pq.write_table(pa.Table.from_pylist(good[3:]), src / "part-1.parquet")
+    data = (src / "part-1.parquet").read_bytes()
+    (src / "part-1.parquet").write_bytes(data[:-12] + b"\x00" * 12)  # footer length + magic
+    with pytest.raises(InputError, match=r"part-1\.parquet.*footer"):
+        _run(spark, src, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+def test_an_empty_input_folder_is_one_error_before_any_output(spark, tmp_path):
+    (tmp_path / "batch").mkdir()
+    with pytest.raises(ConfigError, match=r"--input: no data files under .*batch"):
+        _run(spark, tmp_path / "batch", tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["batch"]
