@@ -569,6 +569,13 @@ class DedupConfig:
         check=integers(1),
         group=LIMITS,
     )
+    max_record_bytes: int = option(
+        64 << 20,
+        "WARC input: pages whose record payload is larger than this many bytes are rejected "
+        "(too_large) without being read into memory; a task holds at most one such record",
+        check=integers(1),
+        group=LIMITS,
+    )
     max_cc_iterations: int = option(
         64,
         "round limit of the connected-components loop (an error, never a partial answer)",

@@ -350,13 +350,15 @@ def _check_parquet_footers(spark: SparkSession, files: list[str]) -> None:
         raise InputError(f"--input: cannot read the Parquet footer of {bad}")
 
 
-def input_files(spark: SparkSession, path: str) -> list[str]:
+def input_files(spark: SparkSession, path: str, flag: str = "--input") -> list[str]:
+    """The data files of ``path``; a :class:`ConfigError` naming ``flag`` if it is
+    missing or holds none (an empty batch folder), before any job."""
     fs = FileSystem(spark, path)
     if not fs.exists(path):
-        raise ConfigError(f"--input: path does not exist: {path}")
+        raise ConfigError(f"{flag}: path does not exist: {path}")
     files = fs.list_files(path) if fs.is_dir(path) else [fs.qualify(path)]
     if not files:
-        raise ConfigError(f"--input: no data files under {path}")
+        raise ConfigError(f"{flag}: no data files under {path}")
     return files
 
 
@@ -462,7 +464,7 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
             )
         from lsh_spark.warc import read_warc
 
-        return read_warc(spark, path, cfg.text_col), {
+        return read_warc(spark, path, cfg.text_col, cfg.max_record_bytes), {
             "format": fmt,
             "files": len(files),
             "derived_ids": False,
