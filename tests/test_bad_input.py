@@ -580,3 +580,90 @@ def test_an_empty_input_folder_is_one_error_before_any_output(spark, tmp_path):
     with pytest.raises(ConfigError, match=r"--input: no data files under .*batch"):
         _run(spark, tmp_path / "batch", tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["batch"]
+
+
+# -- WARC batches ------------------------------------------------------------------
+RUSSIAN = (
+    "Съешь же ещё этих мягких французских булок, да выпей чаю. Широкая "
+    "электрификация южных губерний даст мощный толчок подъёму сельского хозяйства."
+)
+
+
+def _warc_batch(root) -> dict:
+    """A batch folder: a.warc.gz (a page, a page with NUL bytes in its HTML, a
+    windows-1251 page whose charset nobody declares), the same file again under
+    copy/, and a zero-byte file."""
+    from crawlgen import day, page, record_id, write_warc
+
+    nul_html = b"<html><body><p>" + b"\x00".join(b"plain words around nul bytes".split()) + b"</p>"
+    nul_html += b"<p>" + b" ".join([b"filler"] * 30) + b"</p></body></html>"
+    cp1251 = f"<html><body><p>{RUSSIAN}</p></body></html>".encode("cp1251")
+    records = [
+        dict(url="https://a.example/ars", date=day(1), html=page("ars-1")),
+        dict(url="https://a.example/nul", date=day(1), html=nul_html),
+        dict(url="https://a.example/ru", date=day(1), type="text/html", html=cp1251),
+    ]
+    write_warc(str(root / "a.warc.gz"), records)
+    (root / "copy").mkdir()
+    (root / "copy" / "a.warc.gz").write_bytes((root / "a.warc.gz").read_bytes())
+    (root / "empty.warc.gz").write_bytes(b"")
+    return {r["url"]: record_id(r["url"], r["date"]) for r in records}
+
+
+def _check_warc_batch_rejects(rejects: list, ids: dict) -> None:
+    """Three duplicate_record rejects (the copy's records, naming both files)
+    and one invalid_record (the empty file); nothing else."""
+    reasons = sorted(r for _, r in rejects)
+    assert [_code(r) for r in reasons] == ["duplicate_record"] * 3 + ["invalid_record"]
+    assert all(rid is None for rid, _ in rejects)
+    for rid in ids.values():
+        (reason,) = [r for r in reasons if rid in r]
+        assert re.fullmatch(
+            rf"duplicate_record: WARC-Record-ID {re.escape(rid)} at file:\S+/copy/a\.warc\.gz "
+            r"offset \d+ was read at file:\S+/a\.warc\.gz offset \d+",
+            reason,
+        ), reason
+    assert reasons[-1] == "invalid_record: no WARC record in empty.warc.gz"
+
+
+def test_warc_batch_with_nul_bytes_undeclared_charset_a_repeated_and_an_empty_file(spark, tmp_path):
+    src = tmp_path / "batch"
+    src.mkdir()
+    ids = _warc_batch(src)
+    report = _run(spark, src, tmp_path / "out")
+    clusters, rejects = _clustered_and_rejected(spark, tmp_path / "out")
+    assert clusters == set(ids.values())
+    _check_warc_batch_rejects(rejects, ids)
+    assert report["counts"]["input_records"] == 7
+    texts = {r["url"]: r["text"] for r in _read(spark, tmp_path / "out", "deduped").collect()}
+    assert RUSSIAN in texts["https://a.example/ru"]
+    # The HTML parser drops NUL characters in text, as browsers do (HTML5: "in
+    # body", a NUL character token is ignored): the page reads as a browser shows it.
+    assert texts["https://a.example/nul"].split()[:2] == ["plainwordsaroundnulbytes", "filler"]
+
+
+def test_crawl_batch_with_a_repeated_and_an_empty_file(spark, tmp_path):
+    from lsh_spark.crawl import run_crawl_batch
+    from lsh_spark.index import CrawlIndex
+
+    src = tmp_path / "batch"
+    src.mkdir()
+    ids = _warc_batch(src)
+    index = tmp_path / "index"
+    report = run_crawl_batch(spark, str(src), str(index), str(tmp_path / "out"), DedupConfig())
+    kept = {r["id"] for r in _read(spark, tmp_path / "out", "deduped").collect()}
+    assert kept == set(ids.values())
+    rejects = [(r["id"], r["reason"]) for r in _read(spark, tmp_path / "out", "rejects").collect()]
+    _check_warc_batch_rejects(rejects, ids)
+    assert report["counts"]["new_documents"] == 3
+    assert report["counts"]["input_records"] == 7
+    manifest = CrawlIndex(spark, str(index)).current()
+    assert manifest is not None and manifest.version == 1
+    # An empty batch folder: one clear error naming --batch, the index unchanged.
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"--batch: no data files under .*empty"):
+        run_crawl_batch(
+            spark, str(tmp_path / "empty"), str(index), str(tmp_path / "o2"), DedupConfig()
+        )
+    assert CrawlIndex(spark, str(index)).current().version == 1
+    assert not (tmp_path / "o2").exists()
