@@ -55,6 +55,7 @@ def test_build_session_fills_in_defaults_and_keeps_the_users(restored):
     }
     assert build_session("lsh-spark-test") is spark
     assert spark.conf.get(codec) == "zstd"
+    assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(64 << 20)
     assert not submitted(spark, codec)  # filled in by lsh-spark, not the user's
     assert {key: spark.conf.get(key) for key in users} == users
     assert all(submitted(spark, key) for key in users)
