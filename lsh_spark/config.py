@@ -571,8 +571,8 @@ class DedupConfig:
     )
     max_record_bytes: int = option(
         64 << 20,
-        "WARC input: pages whose record payload is larger than this many bytes are rejected "
-        "(too_large) without being read into memory; a task holds at most one such record",
+        "WARC input: a page whose record payload is larger than this many bytes is rejected "
+        "(too_large) without being read; a task's memory is bounded by this, not by the file",
         check=integers(1),
         group=LIMITS,
     )

@@ -316,29 +316,40 @@ def read_warc(
     """The pages of ``path`` (skipped records dropped), as the pipeline's input;
     a WARC-Record-ID seen before is a ``duplicate_record`` reject."""
     done = _EXTRACTED.get(path)
-    extracted = done and spark.read.parquet(done)
-    df = extracted or extract_warc(spark, path, text_col, max_record_bytes)
-    return _reject_repeated_ids(df.filter(F.col("skip_reason").isNull()).drop("skip_reason"))
+    if done:
+        pages = ids = spark.read.parquet(done)
+    else:
+        pages = extract_warc(spark, path, text_col, max_record_bytes)
+        # The records' ids and places without their text, to find repeated ids
+        # without extracting every page twice: with a limit of 0 bytes every
+        # page is skipped over unread.
+        ids = extract_warc(spark, path, text_col, max_record_bytes=0)
+    return _reject_repeated_ids(*(_pages(df) for df in (pages, ids)))
 
 
-def _reject_repeated_ids(pages: DataFrame) -> DataFrame:
-    """Reject every record whose WARC-Record-ID an earlier one (by file name and
-    offset) carries, e.g. the same file given twice: the reason names both
-    places, and its ``id`` is null (ids are unique in the outputs).
+def _pages(extracted: DataFrame) -> DataFrame:
+    return extracted.filter(F.col("skip_reason").isNull()).drop("skip_reason")
 
-    Joins the pages with the repeated ids alone: an empty or small table, so
-    the pages' text is not shuffled when nothing repeats (adaptive execution
-    sees the small side).
+
+def _reject_repeated_ids(pages: DataFrame, ids: DataFrame) -> DataFrame:
+    """Reject every record of ``pages`` whose WARC-Record-ID an earlier one (by
+    file name and offset) carries, e.g. the same file given twice: the reason
+    names both places, and its ``id`` is null (ids are unique in the outputs).
+    ``ids``: the same records' ``id``, ``warc_file`` and ``warc_offset``.
+
+    The repeated ids alone (usually none; a few thousand for a file given
+    twice) are broadcast to the pages' tasks, so the pages' text is never
+    shuffled; finding them shuffles the ids only.
     """
     place = F.struct("warc_file", "warc_offset")
     repeated = (
-        pages.filter(F.col("id").isNotNull())
+        ids.filter(F.col("id").isNotNull())
         .groupBy("id")
         .agg(F.count(F.lit(1)).alias("_n"), F.min(place).alias("_first"))
         .filter(F.col("_n") > 1)
         .drop("_n")
     )
-    df = pages.join(repeated, "id", "left")
+    df = pages.join(F.broadcast(repeated), "id", "left")
     later = F.col("_first").isNotNull() & (place != F.col("_first"))
     reason = F.format_string(
         "duplicate_record: WARC-Record-ID %s at %s offset %d was read at %s offset %d",

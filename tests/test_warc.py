@@ -243,3 +243,38 @@ def test_max_record_bytes_is_an_option():
     assert DedupConfig().max_record_bytes == 64 << 20
     with pytest.raises(Exception, match="--max-record-bytes"):
         DedupConfig(max_record_bytes=0)
+
+
+def test_read_warc_rejects_a_repeated_record_id_when_reading_directly(spark, tmp_path):
+    # The stage jobs read WARC input without an extracted/ copy: the repeated ids
+    # are found from a pass that reads no page text.
+    from lsh_spark.warc import read_warc
+
+    src = tmp_path / "batch"
+    records = [
+        dict(url="https://a.example/1", date=day(1), html=page("wapo-1")),
+        dict(url="https://a.example/2", date=day(1), html=page("lwn-1")),
+    ]
+    write_warc(str(src / "a.warc.gz"), records)
+    write_warc(str(src / "b.warc.gz"), records[1:])
+    rows = {
+        (r["url"], r["warc_file"].rsplit("/", 1)[1]): r
+        for r in read_warc(spark, str(src)).collect()
+    }
+    assert sorted(rows) == [
+        ("https://a.example/1", "a.warc.gz"),
+        ("https://a.example/2", "a.warc.gz"),
+        ("https://a.example/2", "b.warc.gz"),
+    ]
+    first, repeat = (
+        rows["https://a.example/2", "a.warc.gz"],
+        rows["https://a.example/2", "b.warc.gz"],
+    )
+    assert (
+        first["id"] == record_id("https://a.example/2", day(1)) and first["reject_reason"] is None
+    )
+    assert repeat["id"] is None and repeat["text"]
+    assert repeat["reject_reason"].startswith(
+        f"duplicate_record: WARC-Record-ID {first['id']} at {repeat['warc_file']} offset 0 "
+        f"was read at {first['warc_file']} offset {first['warc_offset']}"
+    )
