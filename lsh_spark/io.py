@@ -326,8 +326,12 @@ def open_input(name: str, endpoint: str | None = None) -> pa.NativeFile:
         else:
             fs = pafs.S3FileSystem()
         return fs.open_input_file(authority + rest)
-    fs, path = pafs.FileSystem.from_uri(name)
-    return fs.open_input_file(path)
+    if scheme == "hdfs":
+        fs = pafs.FileSystem.from_uri(f"hdfs://{authority or 'default'}/")[0]
+        return fs.open_input_file(rest)
+    raise ConfigError(
+        f"{name}: file system {scheme!r} is not supported; supported: {SUPPORTED_SCHEMES}"
+    )
 
 
 def _check_parquet_footers(spark: SparkSession, files: list[str]) -> None:

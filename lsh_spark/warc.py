@@ -4,10 +4,9 @@ The driver lists the files; the Python workers receive their paths (a
 DataFrame of one row per file) and stream each file's records with FastWARC
 (``ArchiveIterator``, gzip/zstd/lz4 detected from the bytes) from a file opened
 through ``pyarrow.fs`` (local, HDFS, S3), so a task holds one record at a time,
-never a whole file.  The main
-text of an HTML page is extracted with Resiliparse (``extract_plain_text`` with
-``main_content=True``, after encoding detection); WET ``conversion`` records
-already hold plain text.
+never a whole file.  The main text of an HTML page is extracted with
+Resiliparse (``extract_plain_text`` with ``main_content=True``, after encoding
+detection); WET ``conversion`` records already hold plain text.
 
 Each record becomes a row with ``id`` (its WARC-Record-ID), ``url``
 (WARC-Target-URI), ``fetch_time`` (WARC-Date), ``warc_record_id``,
