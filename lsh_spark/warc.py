@@ -229,6 +229,33 @@ def _classify(rec) -> tuple[str | None, str | None, str | None]:
     return f"record_type: {rtype}", None, None
 
 
+class _FailedReads(io.RawIOBase):
+    """A seekable file (a ``pyarrow`` one) that remembers the error a read raised:
+    FastWARC reports it like a parse error."""
+
+    def __init__(self, raw):
+        self.raw, self.error = raw, None
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self.raw.seek(offset, whence)
+
+    def readinto(self, buffer) -> int:
+        try:
+            return self.raw.readinto(buffer)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+
 def _extract_batches(text_col: str, max_record_bytes: int, endpoint: str | None):
     """The ``mapInArrow`` function that streams the records of the files named in
     its input's ``path`` column, and its output schema."""
@@ -256,8 +283,15 @@ def _extract_batches(text_col: str, max_record_bytes: int, endpoint: str | None)
 
     def records(path: str) -> Iterator[dict]:
         with open_input(path, endpoint) as raw:
-            stream = io.BufferedReader(raw, READ_BUFFER_BYTES)
-            yield from parse_stream(stream, path, max_record_bytes)
+            source = _FailedReads(raw)
+            stream = io.BufferedReader(source, READ_BUFFER_BYTES)
+            for row in parse_stream(stream, path, max_record_bytes):
+                # A read that failed (a dropped connection, a disk error) fails
+                # the task, which Spark retries, instead of ending the file as
+                # an invalid_record.
+                if source.error is not None:
+                    raise source.error
+                yield row
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rows: list[dict] = []

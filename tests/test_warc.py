@@ -278,3 +278,35 @@ def test_read_warc_rejects_a_repeated_record_id_when_reading_directly(spark, tmp
         f"duplicate_record: WARC-Record-ID {first['id']} at {repeat['warc_file']} offset 0 "
         f"was read at {first['warc_file']} offset {first['warc_offset']}"
     )
+
+
+def test_a_failing_read_fails_the_task_instead_of_ending_the_file(tmp_path, monkeypatch):
+    # A dropped connection in the middle of a file is not bad input: the task
+    # fails (and Spark retries it) rather than rejecting the rest of the file.
+    import pyarrow as pa
+
+    from lsh_spark import warc
+
+    path = tmp_path / "a.warc.gz"
+    write_warc(
+        str(path),
+        [dict(url=f"https://a.example/{i}", date=day(1), html=page("ars-1")) for i in range(40)],
+    )
+    size = path.stat().st_size
+
+    class Dropped(io.FileIO):
+        def readinto(self, buffer):
+            if self.tell() > size // 2:
+                raise OSError("connection reset by peer")
+            return super().readinto(buffer)
+
+    monkeypatch.setattr(warc, "open_input", lambda name, endpoint=None: Dropped(name))
+    monkeypatch.setattr(warc, "READ_BUFFER_BYTES", 1 << 16)
+    run, _ = warc._extract_batches("text", warc.MAX_RECORD_BYTES, None)
+    paths = pa.RecordBatch.from_pydict({"path": [str(path)]})
+    with pytest.raises(OSError, match="connection reset"):
+        list(run(iter([paths])))
+    # Without the failure, the same function reads all 40 pages.
+    monkeypatch.setattr(warc, "open_input", lambda name, endpoint=None: io.FileIO(name))
+    (batch,) = run(iter([paths]))
+    assert batch.num_rows == 40 and batch.column("reject_reason").null_count == 40
