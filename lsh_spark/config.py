@@ -580,6 +580,13 @@ class DedupConfig:
         check=integers(1),
         group=LIMITS,
     )
+    max_record_bytes: int = option(
+        64 << 20,
+        "WARC input: a page whose record payload is larger than this many bytes is rejected "
+        "(too_large) without being read; a task's memory is bounded by this, not by the file",
+        check=integers(1),
+        group=LIMITS,
+    )
     max_cc_iterations: int = option(
         64,
         "round limit of the connected-components loop (an error, never a partial answer)",

@@ -57,7 +57,7 @@ from lsh_spark.index import (
     index_params,
     segment_entry,
 )
-from lsh_spark.io import FileSystem, StagedOutput, read_corpus
+from lsh_spark.io import FileSystem, StagedOutput, input_files, read_corpus
 from lsh_spark.report import merge_reports
 from lsh_spark.session import size_shuffle_partitions
 from lsh_spark.stages.candidates import stage_candidates
@@ -366,8 +366,7 @@ def _check_args(spark: SparkSession, batch_path: str, cfg: DedupConfig, keep: st
             f"--method: got {cfg.method!r}; allowed with crawl_dedup.py: minhash "
             "(the index holds MinHash band keys and shingle sets)"
         )
-    if not FileSystem(spark, batch_path).exists(batch_path):
-        raise ConfigError(f"--batch: path does not exist: {batch_path}")
+    input_files(spark, batch_path, flag="--batch")
 
 
 def _batch_stages(run: _Batch) -> tuple[list[dict[str, Any]], int]:

@@ -24,8 +24,10 @@ import re
 import socket
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -475,13 +477,64 @@ def detect_format(files: list[str]) -> str:
     return found.pop()
 
 
-def input_files(spark: SparkSession, path: str) -> list[str]:
+def s3_endpoint(spark: SparkSession) -> str | None:
+    """The S3-compatible endpoint Spark's S3A connector is configured with, if any."""
+    return spark.conf.get("spark.hadoop.fs.s3a.endpoint", None)
+
+
+def open_input(name: str, endpoint: str | None = None) -> pa.NativeFile:
+    """Open file ``name`` (as :meth:`FileSystem.qualify` names it) for reading,
+    seekable, through ``pyarrow.fs``; on the driver or in a Python worker, which
+    has no session: S3 takes the ``endpoint`` of :func:`s3_endpoint`."""
+    scheme, authority, rest = _split(name)
+    if scheme in ("", "file"):
+        return pafs.LocalFileSystem().open_input_file(rest)
+    if scheme in _S3_SCHEMES:
+        if endpoint:
+            fs = pafs.S3FileSystem(
+                endpoint_override=endpoint.split("://")[-1],
+                scheme="http" if endpoint.startswith("http://") else "https",
+            )
+        else:
+            fs = pafs.S3FileSystem()
+        return fs.open_input_file(authority + rest)
+    if scheme == "hdfs":
+        fs = pafs.FileSystem.from_uri(f"hdfs://{authority or 'default'}/")[0]
+        return fs.open_input_file(rest)
+    raise ConfigError(
+        f"{name}: file system {scheme!r} is not supported; supported: {SUPPORTED_SCHEMES}"
+    )
+
+
+def _check_parquet_footers(spark: SparkSession, files: list[str]) -> None:
+    """Raise :class:`InputError` naming the first Parquet file whose footer
+    cannot be read, before any job: Spark would fail halfway through the run.
+    Reads one footer per file (a few KB each), several at a time."""
+    endpoint = s3_endpoint(spark)
+
+    def problem(name: str) -> str | None:
+        try:
+            with open_input(name, endpoint) as fh:
+                pq.read_metadata(fh)
+        except (OSError, ValueError) as exc:  # ArrowInvalid is a ValueError
+            return f"{name}: {' '.join(str(exc).split())[:200]}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        bad = next(filter(None, pool.map(problem, files)), None)
+    if bad:
+        raise InputError(f"--input: cannot read the Parquet footer of {bad}")
+
+
+def input_files(spark: SparkSession, path: str, flag: str = "--input") -> list[str]:
+    """The data files of ``path``; a :class:`ConfigError` naming ``flag`` if it is
+    missing or holds none (an empty batch folder), before any job."""
     fs = FileSystem(spark, path)
     if not fs.exists(path):
-        raise ConfigError(f"--input: path does not exist: {path}")
+        raise ConfigError(f"{flag}: path does not exist: {path}")
     files = fs.list_files(path) if fs.is_dir(path) else [fs.qualify(path)]
     if not files:
-        raise ConfigError(f"--input: no data files under {path}")
+        raise ConfigError(f"{flag}: no data files under {path}")
     return files
 
 
@@ -494,12 +547,20 @@ def _json_key(spark: SparkSession, path: str) -> tuple:
     return (path, FileSystem(spark, path).fingerprint(path))
 
 
+# Longest JSON string Spark's parser accepts.  Jackson's own default (20M
+# characters) would make a long but valid document an unparseable record that
+# loses its id; the line reader holds the whole line anyway, so the string is
+# parsed and the document rejected by ``max_text_chars`` under its own id.
+JSON_MAX_STRING_CHARS = 2**31 - 1
+
+
 def _json_reader(spark: SparkSession, schema: T.StructType | None = None):
     reader = spark.read if schema is None else spark.read.schema(schema)
     return (
         reader.option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
         .option("recursiveFileLookup", "true")
+        .option("maxStringLen", str(JSON_MAX_STRING_CHARS))
     )
 
 
@@ -579,7 +640,7 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
             )
         from lsh_spark.warc import read_warc
 
-        return read_warc(spark, path, cfg.text_col), {
+        return read_warc(spark, path, cfg.text_col, cfg.max_record_bytes), {
             "format": fmt,
             "files": len(files),
             "derived_ids": False,
@@ -615,6 +676,7 @@ def _read_format(
         tsv = all(".tsv" in posixpath.basename(f).lower() for f in files)
         return _read_csv(spark, path, "\t" if tsv else ",")
     if fmt == "parquet":
+        _check_parquet_footers(spark, files)
         return spark.read.option("recursiveFileLookup", "true").parquet(path)
     if fmt == "text":
         return (

@@ -30,8 +30,13 @@ PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 # set nothing.
 # (Adaptive execution, on by default in Spark, is switched by size_adaptive_execution.)
 DEFAULTS = {
-    # Bounds the rows per Arrow batch sent to Python: documents can be megabytes each.
+    # Bound the Arrow batches sent to Python (mapInArrow, pandas_udf) by rows and
+    # by bytes, whichever comes first: documents can be megabytes each, and 2,048
+    # of them would reach Arrow's 2 GB column limit.  A single larger row still
+    # travels, alone in its batch.  (Spark 4.0's byte bound, 256 MiB by default,
+    # is an internal setting: ``SET -v`` does not list it.)
     "spark.sql.execution.arrow.maxRecordsPerBatch": "2048",
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20),
     "spark.sql.parquet.compression.codec": "zstd",
 }
 # The session setting that lists the keys lsh-spark set itself (comma-separated):

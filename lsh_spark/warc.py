@@ -1,11 +1,12 @@
 r"""WARC, WARC.gz and WET crawl files as a corpus: one row per page.
 
-Files are read through Spark's ``binaryFile`` source (any Hadoop file system:
-local, HDFS, S3A, ...), one file per row, and parsed in the Python workers with
-FastWARC (``ArchiveIterator``, gzip/zstd/lz4 detected from the bytes).  The main
-text of an HTML page is extracted with Resiliparse (``extract_plain_text`` with
-``main_content=True``, after encoding detection); WET ``conversion`` records
-already hold plain text.
+The driver lists the files; the Python workers receive their paths (a
+DataFrame of one row per file) and stream each file's records with FastWARC
+(``ArchiveIterator``, gzip/zstd/lz4 detected from the bytes) from a file opened
+through ``pyarrow.fs`` (local, HDFS, S3), so a task holds one record at a time,
+never a whole file.  The main text of an HTML page is extracted with
+Resiliparse (``extract_plain_text`` with ``main_content=True``, after encoding
+detection); WET ``conversion`` records already hold plain text.
 
 Each record becomes a row with ``id`` (its WARC-Record-ID), ``url``
 (WARC-Target-URI), ``fetch_time`` (WARC-Date), ``warc_record_id``,
@@ -13,10 +14,12 @@ Each record becomes a row with ``id`` (its WARC-Record-ID), ``url``
 ``warc_offset`` and the text, plus two reasons:
 
 * ``reject_reason`` for records that are bad input: a file that stops parsing
-  (``invalid_record``), a record cut short by the end of its file
-  (``truncated_record``), a page whose extraction fails (``extract_failed``) or
-  yields no text (``empty_text``), a record without WARC-Record-ID (``null_id``).
-  These go to ``rejects/``.
+  or holds no record at all (``invalid_record``), a record cut short by the end
+  of its file (``truncated_record``), a page larger than ``max_record_bytes``
+  (``too_large``, never read into memory), a page whose extraction fails
+  (``extract_failed``) or yields no text (``empty_text``), a record without
+  WARC-Record-ID (``null_id``), a WARC-Record-ID seen earlier in the input
+  (``duplicate_record``, e.g. the same file twice).  These go to ``rejects/``.
 * ``skip_reason`` for records that are valid but not pages to deduplicate:
   ``request``/``metadata``/``warcinfo``/``revisit`` records, HTTP status other
   than 200, content types other than HTML.  They are counted in the report
@@ -29,7 +32,7 @@ page body itself.
 Example
 -------
 :func:`read_warc` reads every file under a path; :func:`parse_records` parses one
-file's bytes, here a WET file of one record:
+file's bytes (:func:`parse_stream` a file object), here a WET file of one record:
 
 >>> wet = (
 ...     b"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Record-ID: <urn:uuid:1>\r\n"
@@ -45,15 +48,25 @@ import io
 import posixpath
 from collections.abc import Iterator
 from datetime import timezone
+from typing import BinaryIO
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-# Rows per Arrow batch handed back to Spark (bounds a worker's memory to about
-# this many extracted texts, whatever the size of the WARC file).
+from lsh_spark.io import input_files, open_input, s3_endpoint
+
+# Rows and text characters per Arrow batch handed back to Spark: a worker holds
+# at most one batch of extracted texts, whatever the size of the WARC file, and
+# a batch stays far below Arrow's 2 GB column limit.
 OUT_BATCH_ROWS = 512
+OUT_BATCH_CHARS = 32 << 20
+# Read buffer of a WARC file in a worker: one request per this many bytes on an
+# object store.
+READ_BUFFER_BYTES = 8 << 20
+# The default of max_record_bytes for callers without a config.
+MAX_RECORD_BYTES = 64 << 20
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 # Characters of a parser's or an extractor's message kept in a reject reason.
@@ -97,39 +110,54 @@ def _decode_text(body: bytes, charset: str | None) -> str:
     return bytes_to_str(body, charset or detect_encoding(body))
 
 
-def parse_records(data: bytes, file_name: str) -> Iterator[dict]:
-    """Rows (as dicts) for every record of one WARC/WET file's bytes.
+def parse_records(
+    data: bytes, file_name: str, max_record_bytes: int = MAX_RECORD_BYTES
+) -> Iterator[dict]:
+    """Rows (as dicts) for every record of one WARC/WET file's bytes; see
+    :func:`parse_stream`."""
+    return parse_stream(io.BytesIO(data), file_name, max_record_bytes)
+
+
+def parse_stream(
+    stream: BinaryIO, file_name: str, max_record_bytes: int = MAX_RECORD_BYTES
+) -> Iterator[dict]:
+    """Rows (as dicts) for every record of one WARC/WET file, read from ``stream``
+    (seekable, for the records' offsets) one record at a time.
 
     Never raises on bad input: a file that stops parsing yields one reject row
-    naming the file, the position and the parser's message.
+    naming the file, the position and the parser's message; a file without any
+    record (empty, or not a WARC file) yields one reject row too.
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
     base = {"warc_file": file_name}
+    name = posixpath.basename(file_name)
     n = 0
     pos = 0
     try:
-        for rec in ArchiveIterator(
-            io.BytesIO(data), record_types=WarcRecordType.any_type, parse_http=True
-        ):
+        for rec in ArchiveIterator(stream, record_types=WarcRecordType.any_type, parse_http=True):
             n += 1
             pos = int(rec.stream_pos)
-            yield _record_row(rec, dict(base, warc_offset=pos))
+            yield _record_row(rec, dict(base, warc_offset=pos), max_record_bytes)
     except Exception as exc:  # noqa: BLE001 - the rest of the file is unreadable
         msg = " ".join(str(exc).split())[:ERROR_MESSAGE_CHARS]
         yield dict(
             base,
             warc_offset=pos,
             reject_reason=(
-                f"invalid_record: WARC parse error in {posixpath.basename(file_name)} after "
+                f"invalid_record: WARC parse error in {name} after "
                 f"{n} records: {type(exc).__name__}: {msg}"
             ),
         )
+        return
+    if n == 0:
+        yield dict(base, warc_offset=0, reject_reason=f"invalid_record: no WARC record in {name}")
 
 
-def _record_row(rec, base: dict) -> dict:
+def _record_row(rec, base: dict, max_record_bytes: int) -> dict:
     """The row of one record: its header fields plus its text, a ``skip_reason``
-    or a ``reject_reason``.  Reads (or skips) the record's payload."""
+    or a ``reject_reason``.  Reads (or skips) the record's payload; a page larger
+    than ``max_record_bytes`` is skipped over without being held."""
     headers = rec.headers
     rid = headers.get("WARC-Record-ID")
     date = rec.record_date
@@ -147,6 +175,15 @@ def _record_row(rec, base: dict) -> dict:
     if kind is None:
         rec.reader.consume()
         return dict(row, skip_reason=skip)
+    if rec.content_length > max_record_bytes:
+        rec.reader.consume()
+        return dict(
+            row,
+            reject_reason=(
+                f"too_large: WARC record payload of {rec.content_length} bytes > "
+                f"max_record_bytes {max_record_bytes}"
+            ),
+        )
     body = rec.reader.read()
     encoded = rec.is_http and rec.http_headers.get("Content-Encoding")
     if len(body) < rec.content_length and not encoded:
@@ -192,7 +229,36 @@ def _classify(rec) -> tuple[str | None, str | None, str | None]:
     return f"record_type: {rtype}", None, None
 
 
-def _extract_batches(text_col: str):
+class _FailedReads(io.RawIOBase):
+    """A seekable file (a ``pyarrow`` one) that remembers the error a read raised:
+    FastWARC reports it like a parse error."""
+
+    def __init__(self, raw):
+        self.raw, self.error = raw, None
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self.raw.seek(offset, whence)
+
+    def readinto(self, buffer) -> int:
+        try:
+            return self.raw.readinto(buffer)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+
+def _extract_batches(text_col: str, max_record_bytes: int, endpoint: str | None):
+    """The ``mapInArrow`` function that streams the records of the files named in
+    its input's ``path`` column, and its output schema."""
     schema = warc_schema(text_col)
     arrow_schema = pa.schema(
         [
@@ -215,17 +281,29 @@ def _extract_batches(text_col: str):
         cols[text_col] = [r.get("text") for r in rows]
         return pa.RecordBatch.from_pydict(cols, schema=arrow_schema)
 
+    def records(path: str) -> Iterator[dict]:
+        with open_input(path, endpoint) as raw:
+            source = _FailedReads(raw)
+            stream = io.BufferedReader(source, READ_BUFFER_BYTES)
+            for row in parse_stream(stream, path, max_record_bytes):
+                # A read that failed (a dropped connection, a disk error) fails
+                # the task, which Spark retries, instead of ending the file as
+                # an invalid_record.
+                if source.error is not None:
+                    raise source.error
+                yield row
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rows: list[dict] = []
+        chars = 0
         for batch in batches:
-            paths = batch.column("path").to_pylist()
-            contents = batch.column("content")
-            for i, path in enumerate(paths):
-                for row in parse_records(contents[i].as_py(), path):
+            for path in batch.column("path").to_pylist():
+                for row in records(path):
                     rows.append(row)
-                    if len(rows) >= OUT_BATCH_ROWS:
+                    chars += len(row.get("text") or "")
+                    if len(rows) >= OUT_BATCH_ROWS or chars >= OUT_BATCH_CHARS:
                         yield flush(rows)
-                        rows = []
+                        rows, chars = [], 0
         if rows:
             yield flush(rows)
 
@@ -245,23 +323,80 @@ def register_extracted(input_path: str, parquet_path: str | None) -> None:
         _EXTRACTED[input_path] = parquet_path
 
 
-def extract_warc(spark: SparkSession, path: str, text_col: str = "text") -> DataFrame:
-    """Every record of the WARC/WET files under ``path``, with reject and skip reasons."""
-    raw = (
-        spark.read.format("binaryFile")
-        .option("recursiveFileLookup", "true")
-        .load(path)
-        .select("path", "content")
-    )
-    fn, schema = _extract_batches(text_col)
-    return raw.mapInArrow(fn, schema)
+def extract_warc(
+    spark: SparkSession,
+    path: str,
+    text_col: str = "text",
+    max_record_bytes: int = MAX_RECORD_BYTES,
+) -> DataFrame:
+    """Every record of the WARC/WET files under ``path``, with reject and skip reasons.
+
+    The files are listed on the driver (a list that grows with the files, not
+    the records); each task streams the records of its files.
+    """
+    files = input_files(spark, path)
+    paths = spark.createDataFrame([(f,) for f in files], "path string")
+    fn, schema = _extract_batches(text_col, max_record_bytes, s3_endpoint(spark))
+    return paths.mapInArrow(fn, schema)
 
 
-def read_warc(spark: SparkSession, path: str, text_col: str = "text") -> DataFrame:
-    """The pages of ``path`` (skipped records dropped), as the pipeline's input."""
+def read_warc(
+    spark: SparkSession,
+    path: str,
+    text_col: str = "text",
+    max_record_bytes: int = MAX_RECORD_BYTES,
+) -> DataFrame:
+    """The pages of ``path`` (skipped records dropped), as the pipeline's input;
+    a WARC-Record-ID seen before is a ``duplicate_record`` reject."""
     done = _EXTRACTED.get(path)
-    df = spark.read.parquet(done) if done else extract_warc(spark, path, text_col)
-    return df.filter(F.col("skip_reason").isNull()).drop("skip_reason")
+    if done:
+        pages = ids = spark.read.parquet(done)
+    else:
+        pages = extract_warc(spark, path, text_col, max_record_bytes)
+        # The records' ids and places without their text, to find repeated ids
+        # without extracting every page twice: with a limit of 0 bytes every
+        # page is skipped over unread.
+        ids = extract_warc(spark, path, text_col, max_record_bytes=0)
+    return _reject_repeated_ids(*(_pages(df) for df in (pages, ids)))
+
+
+def _pages(extracted: DataFrame) -> DataFrame:
+    return extracted.filter(F.col("skip_reason").isNull()).drop("skip_reason")
+
+
+def _reject_repeated_ids(pages: DataFrame, ids: DataFrame) -> DataFrame:
+    """Reject every record of ``pages`` whose WARC-Record-ID an earlier one (by
+    file name and offset) carries, e.g. the same file given twice: the reason
+    names both places, and its ``id`` is null (ids are unique in the outputs).
+    ``ids``: the same records' ``id``, ``warc_file`` and ``warc_offset``.
+
+    The repeated ids alone (usually none; a few thousand for a file given
+    twice) are broadcast to the pages' tasks, so the pages' text is never
+    shuffled; finding them shuffles the ids only.
+    """
+    place = F.struct("warc_file", "warc_offset")
+    repeated = (
+        ids.filter(F.col("id").isNotNull())
+        .groupBy("id")
+        .agg(F.count(F.lit(1)).alias("_n"), F.min(place).alias("_first"))
+        .filter(F.col("_n") > 1)
+        .drop("_n")
+    )
+    df = pages.join(F.broadcast(repeated), "id", "left")
+    later = F.col("_first").isNotNull() & (place != F.col("_first"))
+    reason = F.format_string(
+        "duplicate_record: WARC-Record-ID %s at %s offset %d was read at %s offset %d",
+        F.col("id"),
+        F.col("warc_file"),
+        F.col("warc_offset"),
+        F.col("_first.warc_file"),
+        F.col("_first.warc_offset"),
+    )
+    return df.select(
+        F.when(later, F.lit(None)).otherwise(F.col("id")).alias("id"),
+        *[c for c in pages.columns if c not in ("id", "reject_reason")],
+        F.coalesce(F.col("reject_reason"), F.when(later, reason)).alias("reject_reason"),
+    )
 
 
 def skipped_counts(extracted: DataFrame) -> dict[str, int]:

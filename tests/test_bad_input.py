@@ -497,3 +497,173 @@ def test_input_with_every_record_rejected_completes(spark, tmp_path):
     c = report["counts"]
     assert (c["input_records"], c["rejected"], c["clustered_documents"]) == (3, 3, 0)
     assert (c["deduped_documents"], c["removed_documents"], c["duplicate_clusters"]) == (0, 0, 0)
+
+
+# -- issue 49: bad input not yet covered -------------------------------------------
+def _clustered_and_rejected(spark, output) -> tuple[set, dict]:
+    clusters = {r["id"] for r in _read(spark, output, "clusters").select("id").collect()}
+    rejects = [(r["id"], r["reason"]) for r in _read(spark, output, "rejects").collect()]
+    return clusters, rejects
+
+
+@pytest.mark.slow
+def test_a_100mb_jsonl_document_is_rejected_as_too_large(spark, tmp_path):
+    # One JSON line of 100 MB: read by the JVM (Jackson's default string limit
+    # is 20M characters), measured there and rejected before any Python worker
+    # sees it; the test session's driver has 2g.
+    good = _good_docs(6)
+    path = tmp_path / "big.jsonl"
+    with open(path, "wb") as fh:
+        for d in good[:3]:
+            fh.write(_jsonl_line(d) + b"\n")
+        fh.write(b'{"id": "huge-100mb", "text": "')
+        chunk = b"lorem ipsum dolor sit amet " * 40_000  # about 1 MB
+        for _ in range(100):
+            fh.write(chunk)
+        fh.write(b'"}\n')
+        for d in good[3:]:
+            fh.write(_jsonl_line(d) + b"\n")
+    assert path.stat().st_size > 100_000_000
+    report = _run(spark, path, tmp_path / "out")
+    clusters, rejects = _clustered_and_rejected(spark, tmp_path / "out")
+    assert clusters == {d["id"] for d in good}
+    ((rid, reason),) = rejects
+    assert rid == "huge-100mb"
+    assert reason == "too_large: 108000000 characters > max_text_chars 20000000"
+    assert report["counts"]["input_records"] == 7
+
+
+def test_nul_bytes_in_jsonl(spark, tmp_path):
+    # An escaped NUL (\u0000) is a character of the text: a separator like any
+    # other non-alphanumeric character, so the text still finds its twin.  A raw
+    # NUL byte inside a JSON string is not JSON: that line is an invalid_record.
+    good = _good_docs(6)
+    words = good[0]["text"].split(" ")
+    with_nul = "\u0000".join(words[:10]) + " " + " ".join(words[10:])
+    lines = [_jsonl_line(d) for d in good]
+    lines.append(_jsonl_line({"id": "escaped-nul", "text": with_nul}))
+    assert b"\\u0000" in lines[-1]
+    lines.append(b'{"id": "raw-nul", "text": "a text with a raw \x00 byte inside it"}')
+    lines.append(b"\x00\x00\x00\x00")
+    path = tmp_path / "nul.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    report = _run(spark, path, tmp_path / "out")
+    clusters = {r["id"]: r for r in _read(spark, tmp_path / "out", "clusters").collect()}
+    rejects = [r["reason"] for r in _read(spark, tmp_path / "out", "rejects").collect()]
+    assert set(clusters) == {d["id"] for d in good} | {"escaped-nul"}
+    assert clusters["escaped-nul"]["cluster_id"] == clusters[good[0]["id"]]["cluster_id"]
+    assert [_code(r) for r in rejects] == ["invalid_record", "invalid_record"]
+    # The reason shows the bad line with its control characters masked.
+    assert any("a text with a raw ? byte" in r for r in rejects)
+    assert all("\x00" not in r for r in rejects)
+    assert report["counts"]["input_records"] == len(lines)
+
+
+def test_a_corrupt_parquet_footer_is_one_error_before_any_output(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "in"
+    src.mkdir()
+    good = _good_docs(6)
+    pq.write_table(pa.Table.from_pylist(good[:3]), src / "part-0.parquet")
+    pq.write_table(pa.Table.from_pylist(good[3:]), src / "part-1.parquet")
+    data = (src / "part-1.parquet").read_bytes()
+    (src / "part-1.parquet").write_bytes(data[:-12] + b"\x00" * 12)  # footer length + magic
+    with pytest.raises(InputError, match=r"part-1\.parquet.*footer"):
+        _run(spark, src, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+def test_an_empty_input_folder_is_one_error_before_any_output(spark, tmp_path):
+    (tmp_path / "batch").mkdir()
+    with pytest.raises(ConfigError, match=r"--input: no data files under .*batch"):
+        _run(spark, tmp_path / "batch", tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["batch"]
+
+
+# -- WARC batches ------------------------------------------------------------------
+RUSSIAN = (
+    "Съешь же ещё этих мягких французских булок, да выпей чаю. Широкая "
+    "электрификация южных губерний даст мощный толчок подъёму сельского хозяйства."
+)
+
+
+def _warc_batch(root) -> dict:
+    """A batch folder: a.warc.gz (a page, a page with NUL bytes in its HTML, a
+    windows-1251 page whose charset nobody declares), the same file again under
+    copy/, and a zero-byte file."""
+    from crawlgen import day, page, record_id, write_warc
+
+    nul_html = b"<html><body><p>" + b"\x00".join(b"plain words around nul bytes".split()) + b"</p>"
+    nul_html += b"<p>" + b" ".join([b"filler"] * 30) + b"</p></body></html>"
+    cp1251 = f"<html><body><p>{RUSSIAN}</p></body></html>".encode("cp1251")
+    records = [
+        dict(url="https://a.example/ars", date=day(1), html=page("ars-1")),
+        dict(url="https://a.example/nul", date=day(1), html=nul_html),
+        dict(url="https://a.example/ru", date=day(1), type="text/html", html=cp1251),
+    ]
+    write_warc(str(root / "a.warc.gz"), records)
+    (root / "copy").mkdir()
+    (root / "copy" / "a.warc.gz").write_bytes((root / "a.warc.gz").read_bytes())
+    (root / "empty.warc.gz").write_bytes(b"")
+    return {r["url"]: record_id(r["url"], r["date"]) for r in records}
+
+
+def _check_warc_batch_rejects(rejects: list, ids: dict) -> None:
+    """Three duplicate_record rejects (the copy's records, naming both files)
+    and one invalid_record (the empty file); nothing else."""
+    reasons = sorted(r for _, r in rejects)
+    assert [_code(r) for r in reasons] == ["duplicate_record"] * 3 + ["invalid_record"]
+    assert all(rid is None for rid, _ in rejects)
+    for rid in ids.values():
+        (reason,) = [r for r in reasons if rid in r]
+        assert re.fullmatch(
+            rf"duplicate_record: WARC-Record-ID {re.escape(rid)} at file:\S+/copy/a\.warc\.gz "
+            r"offset \d+ was read at file:\S+/a\.warc\.gz offset \d+",
+            reason,
+        ), reason
+    assert reasons[-1] == "invalid_record: no WARC record in empty.warc.gz"
+
+
+def test_warc_batch_with_nul_bytes_undeclared_charset_a_repeated_and_an_empty_file(spark, tmp_path):
+    src = tmp_path / "batch"
+    src.mkdir()
+    ids = _warc_batch(src)
+    report = _run(spark, src, tmp_path / "out")
+    clusters, rejects = _clustered_and_rejected(spark, tmp_path / "out")
+    assert clusters == set(ids.values())
+    _check_warc_batch_rejects(rejects, ids)
+    assert report["counts"]["input_records"] == 7
+    texts = {r["url"]: r["text"] for r in _read(spark, tmp_path / "out", "deduped").collect()}
+    assert RUSSIAN in texts["https://a.example/ru"]
+    # The HTML parser drops NUL characters in text, as browsers do (HTML5: "in
+    # body", a NUL character token is ignored): the page reads as a browser shows it.
+    assert texts["https://a.example/nul"].split()[:2] == ["plainwordsaroundnulbytes", "filler"]
+
+
+def test_crawl_batch_with_a_repeated_and_an_empty_file(spark, tmp_path):
+    from lsh_spark.crawl import run_crawl_batch
+    from lsh_spark.index import CrawlIndex
+
+    src = tmp_path / "batch"
+    src.mkdir()
+    ids = _warc_batch(src)
+    index = tmp_path / "index"
+    report = run_crawl_batch(spark, str(src), str(index), str(tmp_path / "out"), DedupConfig())
+    kept = {r["id"] for r in _read(spark, tmp_path / "out", "deduped").collect()}
+    assert kept == set(ids.values())
+    rejects = [(r["id"], r["reason"]) for r in _read(spark, tmp_path / "out", "rejects").collect()]
+    _check_warc_batch_rejects(rejects, ids)
+    assert report["counts"]["new_documents"] == 3
+    assert report["counts"]["input_records"] == 7
+    manifest = CrawlIndex(spark, str(index)).current()
+    assert manifest is not None and manifest.version == 1
+    # An empty batch folder: one clear error naming --batch, the index unchanged.
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"--batch: no data files under .*empty"):
+        run_crawl_batch(
+            spark, str(tmp_path / "empty"), str(index), str(tmp_path / "o2"), DedupConfig()
+        )
+    assert CrawlIndex(spark, str(index)).current().version == 1
+    assert not (tmp_path / "o2").exists()

@@ -11,7 +11,9 @@ import sys
 import threading
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
 
 import lsh_spark.session
 from lsh_spark.session import (
@@ -55,6 +57,7 @@ def test_build_session_fills_in_defaults_and_keeps_the_users(restored):
     }
     assert build_session("lsh-spark-test") is spark
     assert spark.conf.get(codec) == "zstd"
+    assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(64 << 20)
     assert not submitted(spark, codec)  # filled in by lsh-spark, not the user's
     assert {key: spark.conf.get(key) for key in users} == users
     assert all(submitted(spark, key) for key in users)
@@ -213,9 +216,14 @@ CORE_KEYS = {
 }
 
 
+# Real Spark SQL settings that ``SET -v`` leaves out because Spark 4.0 marks them
+# internal; test_arrow_batches_to_python_are_bounded_by_bytes shows it acts.
+INTERNAL_SQL_KEYS = {"spark.sql.execution.arrow.maxBytesPerBatch"}
+
+
 def test_local_properties_sets_real_spark_keys_and_the_sessions_defaults(spark):
     props = _properties(LOCAL_PROPERTIES)
-    sql_keys = {r[0] for r in spark.sql("SET -v").collect()}
+    sql_keys = {r[0] for r in spark.sql("SET -v").collect()} | INTERNAL_SQL_KEYS
     assert set(props) == CORE_KEYS | set(DEFAULTS)
     assert {k for k in props if k.startswith("spark.sql.")} <= sql_keys
     # The SQL defaults are those lsh-spark fills in; adaptive execution is left out
@@ -228,6 +236,26 @@ def test_local_properties_sets_real_spark_keys_and_the_sessions_defaults(spark):
     opts = props["spark.driver.extraJavaOptions"].split()
     assert "-XX:+UseParallelGC" in opts and "-XX:Tier4InvocationThreshold=150000" in opts
     assert all(o.startswith("-XX:") for o in opts)  # logging is given by the scripts
+
+
+def test_arrow_batches_to_python_are_bounded_by_bytes(spark):
+    # 40 texts of 300 KB: one Arrow batch by rows; batches of about 1 MiB (Spark
+    # closes a batch once it has reached the bound) with the byte bound.
+    key = "spark.sql.execution.arrow.maxBytesPerBatch"
+    df = spark.range(40).repartition(1).select(F.repeat(F.lit("x"), 300_000).alias("t"))
+
+    def rows(batches):
+        for batch in batches:
+            yield pa.RecordBatch.from_pydict({"n": [batch.num_rows]})
+
+    old = spark.conf.get(key)
+    try:
+        spark.conf.set(key, str(1 << 20))
+        bounded = [r["n"] for r in df.mapInArrow(rows, "n long").collect()]
+    finally:
+        spark.conf.set(key, old)
+    assert sum(bounded) == 40 and max(bounded) == 4
+    assert DEFAULTS[key] == str(64 << 20)
 
 
 SHOW = """

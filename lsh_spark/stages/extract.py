@@ -26,7 +26,7 @@ def extract_crawl_input(
         return {}
     timer = Timer(spark)
     with timer("extract"):
-        out.write(extract_warc(spark, input_path, cfg.text_col), "extracted")
+        out.write(extract_warc(spark, input_path, cfg.text_col, cfg.max_record_bytes), "extracted")
         extracted = out.read("extracted")
         register_extracted(input_path, out.path("extracted"))
         skipped = skipped_counts(extracted)
