@@ -49,6 +49,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lsh_spark.config import ConfigError, DedupConfig
+
 
 def sort_ranks(values: pa.Array) -> np.ndarray:
     """The position of each value in Arrow's ascending sort of ``values`` (which
@@ -223,20 +225,26 @@ class DuplicateGroups:
     """Groups of documents with the same normalized text (same ``text_hash``).
 
     Banding sees one representative per group, its smallest id, so every
-    verified near pair is a pair of representatives.  :meth:`pairs` lists the
-    pairs inside each group and :meth:`expand` gives every member of a group the
-    verified pairs of its representative, so ``pairs/`` holds all pairs of
-    identical texts too, not only one edge per copy.  A group of more than
-    ``max_group`` members (the same boilerplate page crawled ten thousand times)
-    is bounded like a large bucket: star edges from its representative, and its
+    verified near pair is a pair of representatives.  With ``all_pairs=False``
+    (``--pairs edges``) :meth:`pairs` gives each copy one star edge to its
+    representative and :meth:`expand` leaves the representatives' pairs as
+    they are: the copies are connected through their representative, so the
+    components are the ones all pairs give, with one edge per copy.
+
+    With ``all_pairs=True`` (``--pairs all``) :meth:`pairs` lists the pairs
+    inside each group and :meth:`expand` gives every member of a group the
+    verified pairs of its representative.  A group of more than ``max_group``
+    members (the same boilerplate page crawled ten thousand times) is still
+    bounded like a large bucket: star edges from its representative, and its
     other members are not expanded; :meth:`stats` reports how many were.
 
     Only counts reach the driver (:meth:`stats`, one small aggregation).
     """
 
-    def __init__(self, docs: DataFrame, max_group: int) -> None:
+    def __init__(self, docs: DataFrame, max_group: int, all_pairs: bool = True) -> None:
         """``docs``: ``(id, text_hash)`` of every accepted document."""
-        self.max_group = max_group
+        # Star edges only is the bound of all pairs at groups of one member.
+        self.max_group = max_group if all_pairs else 1
         self.docs = docs.select("id", "text_hash")
         groups = (
             self.docs.groupBy("text_hash")
@@ -274,6 +282,8 @@ class DuplicateGroups:
     def _expanded(self) -> int:
         """Expanded documents as planned for: the bound of :meth:`plan_for`,
         or the count of :meth:`stats`."""
+        if self.max_group < 2:  # star edges only: nothing is expanded
+            return 0
         if self._planned is not None:
             return self._planned
         return self.stats()["expanded_documents"]
@@ -327,19 +337,64 @@ class DuplicateGroups:
     def pairs(self, value_col: str = "jaccard", value: Any = 1.0) -> DataFrame:
         """``(id_a, id_b, value_col)``, ``id_a < id_b``: every pair inside each group of
         at most ``max_group`` members, star edges to the representative in larger ones."""
-        small = self._members(bounded=False)
-        inside = (
-            small.select("rep", F.col("id").alias("id_a"))
-            .join(small.select("rep", F.col("id").alias("id_b")), "rep")
-            .filter(F.col("id_a") < F.col("id_b"))
-            .select("id_a", "id_b")
-        )
         star = (
             self._members(bounded=True)
             .filter(F.col("id") != F.col("rep"))
             .select(F.col("rep").alias("id_a"), F.col("id").alias("id_b"))
         )
-        return inside.unionByName(star).withColumn(value_col, F.lit(value))
+        if self.max_group > 1:
+            small = self._members(bounded=False)
+            inside = (
+                small.select("rep", F.col("id").alias("id_a"))
+                .join(small.select("rep", F.col("id").alias("id_b")), "rep")
+                .filter(F.col("id_a") < F.col("id_b"))
+                .select("id_a", "id_b")
+            )
+            star = inside.unionByName(star)
+        return star.withColumn(value_col, F.lit(value))
+
+    def all_pairs_frame(self, candidates: DataFrame, blocks: DataFrame | None = None) -> DataFrame:
+        """One row, ``all_pairs``: an upper bound of the pairs that all pairs
+        (``all_pairs=True``) would write, from counts alone.
+
+        The pairs inside each group (``n (n - 1) / 2``, or ``n - 1`` star edges
+        above ``max_group``), plus, for every candidate pair of representatives,
+        the product of their groups' sizes, plus ``W (W - 1) / 2`` for every
+        block (``(block, ids)``) whose members' groups hold ``W`` documents.
+        Verification only removes pairs from this; nothing is verified here.
+        """
+        n = F.col("n").cast("double")
+        small = n <= self.max_group
+        reps = self.members.filter(F.col("id") == F.col("rep"))
+        inside = reps.agg(F.sum(F.when(small, n * (n - 1) / 2).otherwise(n - 1)).alias("inside"))
+        weight = reps.select("id", F.when(small, n).otherwise(1.0).alias("w"))
+
+        def w(side: str) -> DataFrame:
+            return weight.select(F.col("id").alias(side), F.col("w").alias(f"w_{side}"))
+
+        near = (
+            candidates.select("id_a", "id_b")
+            .join(w("id_a"), "id_a", "left")
+            .join(w("id_b"), "id_b", "left")
+            .agg(
+                F.sum(F.coalesce("w_id_a", F.lit(1.0)) * F.coalesce("w_id_b", F.lit(1.0))).alias(
+                    "near"
+                )
+            )
+        )
+        total = F.coalesce(F.col("inside"), F.lit(0.0)) + F.coalesce(F.col("near"), F.lit(0.0))
+        row = inside.crossJoin(near)
+        if blocks is not None:
+            sizes = (
+                blocks.select("block", F.explode("ids").alias("id"))
+                .join(weight, "id", "left")
+                .groupBy("block")
+                .agg(F.sum(F.coalesce("w", F.lit(1.0))).alias("W"))
+                .agg(F.sum(F.col("W") * (F.col("W") - 1) / 2).alias("in_blocks"))
+            )
+            row = row.crossJoin(sizes)
+            total = total + F.coalesce(F.col("in_blocks"), F.lit(0.0))
+        return row.select(total.alias("all_pairs"))
 
     def copies(self, broadcast_rows: int) -> DataFrame | None:
         """``(rep, copies)``: every representative of an expanded group with the
@@ -384,3 +439,29 @@ class DuplicateGroups:
             )
             .select(F.least(x, y).alias("id_a"), F.greatest(x, y).alias("id_b"), *rest)
         )
+
+
+def pairs_written(
+    dups: DuplicateGroups, candidates: DataFrame, blocks: DataFrame | None, cfg: DedupConfig
+) -> dict[str, Any]:
+    """The report's note of what ``pairs/`` holds (``cfg.pairs``).
+
+    With ``--pairs all`` it first estimates the number of pairs (one small job,
+    :meth:`DuplicateGroups.all_pairs_frame`, before anything is verified) and
+    raises a :class:`ConfigError` naming ``--max-all-pairs`` when it is above.
+    """
+    if cfg.pairs == "edges":
+        return {
+            "mode": "edges",
+            "meaning": "verified edges that connect each cluster: a star edge from each copy "
+            "of a text to its smallest id, a spanning forest inside each block family, "
+            "verified pairs of representatives",
+        }
+    estimate = int(dups.all_pairs_frame(candidates, blocks).first()["all_pairs"] or 0)
+    if estimate > cfg.max_all_pairs:
+        raise ConfigError(
+            f"--pairs all: an estimated {estimate:,} pairs (an upper bound) exceed "
+            f"--max-all-pairs {cfg.max_all_pairs:,}; use --pairs edges (the same clusters) "
+            "or raise --max-all-pairs"
+        )
+    return {"mode": "all", "estimated_pairs": estimate, "max_all_pairs": cfg.max_all_pairs}

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from lsh_spark import verify as verify_module
 from lsh_spark.caching import cached
-from lsh_spark.candidates import DuplicateGroups
+from lsh_spark.candidates import DuplicateGroups, pairs_written
 from lsh_spark.config import DedupConfig
 from lsh_spark.report import (
     SIMILARITY_BINS,
@@ -28,7 +28,7 @@ from lsh_spark.report import (
     similarity_bin,
     similarity_bin_of,
 )
-from lsh_spark.stages.common import Output, Timer, accepted_shingles, observed
+from lsh_spark.stages.common import Output, Timer, accepted_shingles, checkpoint_dir, observed
 from lsh_spark.stages.measure import stage_verify_measure
 from lsh_spark.stages.verify_plan import (
     BROADCAST_ID_ROWS,
@@ -51,6 +51,7 @@ class _Tables:
     pairs: DataFrame  # candidate pairs not inside a block, cached
     pair_ids: DataFrame  # the ids of those pairs, cached
     dups: DuplicateGroups  # groups of identical texts, cached
+    checkpoints: str  # where connected components of the block graph save rounds
     groups: DataFrame | None = None  # block groups, cached once planned
 
 
@@ -82,6 +83,7 @@ def stage_verify(
     timer = Timer(spark)
     with timer("verify"), ExitStack() as stack:
         t = _cached_tables(out, cfg, stack)
+        written = pairs_written(t.dups, t.pairs, t.blocks, cfg)
         if block_members:
             t.groups = _cached_groups(t, cfg, block_members, stack)
         plan, sizes = _plan(t, block_members, documents, shingles)
@@ -103,10 +105,12 @@ def stage_verify(
     # The histogram bins also give the total.
     bins = histogram(seen.get)
     return {
+        # Rows of pairs/: every one a verified pair, edges only by default.
         "counts": {
             "verified_pairs": sum(n for _, n in bins),
             "pairs_with_jaccard_1": int(seen.get["exact"]),
         },
+        "pairs_written": written,
         "block_verification": {**block_work, "max_family_size": cfg.max_family_size},
         "exact_duplicates": t.dups.stats(),
         "jaccard_histogram": [{"from": round(b / SIMILARITY_BINS, 2), "pairs": n} for b, n in bins],
@@ -123,6 +127,7 @@ def _cached_tables(out: Output, cfg: DedupConfig, stack: ExitStack) -> _Tables:
     pairs = stack.enter_context(cached(drop_block_pairs(out.read("candidates"), memberships)))
     signatures = out.read("signatures")
     return _Tables(
+        checkpoints=checkpoint_dir(out, cfg),
         blocks=blocks,
         signatures=signatures,
         shingles=accepted_shingles(out),
@@ -131,7 +136,9 @@ def _cached_tables(out: Output, cfg: DedupConfig, stack: ExitStack) -> _Tables:
         pair_ids=stack.enter_context(cached(candidate_ids(pairs))),
         # Read by the sizing job, the pair expansion, the block tasks' copies
         # and the pairs of identical texts: computed once.
-        dups=stack.enter_context(cached(DuplicateGroups(signatures, cfg.max_bucket_size))),
+        dups=stack.enter_context(
+            cached(DuplicateGroups(signatures, cfg.max_bucket_size, cfg.pairs == "all"))
+        ),
     )
 
 
@@ -146,6 +153,7 @@ def _cached_groups(t: _Tables, cfg: DedupConfig, n_edges: int, stack: ExitStack)
                 cfg.max_bucket_size,
                 n_edges=n_edges,
                 max_family_size=cfg.max_family_size,
+                checkpoint_dir=t.checkpoints,
             )
         )
     )
@@ -265,6 +273,8 @@ def _block_pairs(
         work=None if share_partitions else block_work,
         share_partitions=share_partitions,
         copies=t.dups.copies(BROADCAST_ID_ROWS),
+        forest=cfg.pairs == "edges",
+        checkpoint_dir=t.checkpoints,
     )
 
 
