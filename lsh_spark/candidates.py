@@ -60,13 +60,17 @@ def sort_ranks(values: pa.Array) -> np.ndarray:
     return rank
 
 
-def _bucket_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _bucket_batches(
+    batches: Iterator[pa.RecordBatch], max_ids: int | None
+) -> Iterator[pa.RecordBatch]:
     """One partition of ``(id, band, bucket, text_key)`` rows -> its buckets of 2+ members.
 
     Two sorts in numpy: by ``(band, bucket, text_key, id)``, keeping the first
     (smallest) id of each text in each bucket, then the kept rows by ``(band,
     bucket, id)``; a bucket is a run of equal ``(band, bucket)``.  Ids are
-    ranked with Arrow's sort, which orders strings bytewise like Spark.
+    ranked with Arrow's sort, which orders strings bytewise like Spark.  A
+    bucket of more than ``max_ids`` members comes as several rows (see
+    :func:`bucket_members`).
     """
     batches = [b for b in batches if b.num_rows]
     if not batches:
@@ -90,26 +94,49 @@ def _bucket_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
     kept = kept[np.lexsort((rank[kept], bucket[kept], band[kept]))]
     first = np.flatnonzero(starts(kept, band, bucket))
     sizes = np.diff(np.append(first, len(kept)))
-    shared = sizes > 1
-    members = kept[np.repeat(shared, sizes)]
-    offsets = np.concatenate([[0], np.cumsum(sizes[shared])]).astype(np.int32)
-    heads = kept[first[shared]]
+    cap = int(sizes.max()) if max_ids is None else max_ids
+    whole = (sizes > 1) & (sizes <= cap)
+    members = [kept[np.repeat(whole, sizes)]]
+    lengths, heads = [sizes[whole]], [kept[first[whole]]]
+    size, part = [sizes[whole]], [np.zeros(int(whole.sum()), dtype=np.int64)]
+    # Oversized buckets (few: a template, a boilerplate page): rows of the
+    # smallest member and up to cap - 1 others, so no row outgrows cap ids.
+    for b in np.flatnonzero(sizes > cap):
+        center, others = kept[first[b]], kept[first[b] + 1 : first[b] + sizes[b]]
+        chunks = np.array_split(others, -(-len(others) // (cap - 1)))
+        members += [np.append(center, c) for c in chunks]
+        lengths.append([len(c) + 1 for c in chunks])
+        heads.append(np.full(len(chunks), center))
+        size.append(np.full(len(chunks), sizes[b]))
+        part.append(np.arange(len(chunks)))
+    lengths, heads = np.concatenate(lengths), np.concatenate(heads).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     yield pa.RecordBatch.from_arrays(
         [
             pa.array(band[heads]),
             pa.array(bucket[heads]),
-            pa.ListArray.from_arrays(pa.array(offsets), ids.take(pa.array(members))),
-            pa.array(sizes[shared].astype(np.int32)),
+            pa.ListArray.from_arrays(
+                pa.array(offsets), ids.take(pa.array(np.concatenate(members).astype(np.int64)))
+            ),
+            pa.array(np.concatenate(size).astype(np.int32)),
+            pa.array(np.concatenate(part).astype(np.int32)),
         ],
-        names=["band", "bucket", "ids", "size"],
+        names=["band", "bucket", "ids", "size", "part"],
     )
 
 
-def bucket_members(band_rows: DataFrame) -> DataFrame:
-    """``(id, band, bucket, text_hash) -> (band, bucket, ids, size)`` for buckets of 2+.
+def bucket_members(band_rows: DataFrame, max_ids: int | None = None) -> DataFrame:
+    """``(id, band, bucket, text_hash) -> (band, bucket, ids, size, part)`` for buckets of 2+.
 
     ``ids`` is sorted ascending and holds one id, the smallest, per distinct
-    ``text_hash``.  Band rows are shuffled by ``(band, bucket)`` and each
+    ``text_hash``; ``size`` is the bucket's number of such ids.  A bucket of
+    more than ``max_ids`` (None: no bound) is split in the task into rows
+    ``part = 0, 1, ...``, each of its smallest id followed by at most
+    ``max_ids - 1`` of the others: what :func:`candidate_pairs` makes of a
+    bucket above its ``max_bucket_size`` (star edges from the smallest id)
+    comes out the same, and no row holds more than ``max_ids`` ids.  Give
+    ``max_ids`` the ``max_bucket_size`` of :func:`candidate_pairs`: a split
+    bucket must be one that it bounds.  Band rows are shuffled by ``(band, bucket)`` and each
     partition is grouped with two numpy sorts (:func:`_bucket_batches`),
     faster than Spark's two aggregations (a ``min`` over string ids, which
     Spark can only sort-aggregate, then a ``collect_list``).  Copies are
@@ -123,12 +150,15 @@ def bucket_members(band_rows: DataFrame) -> DataFrame:
             T.StructField("bucket", fields["bucket"], False),
             T.StructField("ids", T.ArrayType(fields["id"], False), False),
             T.StructField("size", T.IntegerType(), False),
+            T.StructField("part", T.IntegerType(), False),
         ]
     )
+    if max_ids is not None and max_ids < 2:
+        raise ValueError(f"max_ids: got {max_ids}; allowed: an integer >= 2")
     return (
         band_rows.select("id", "band", "bucket", F.xxhash64("text_hash").alias("text_key"))
         .repartition("band", "bucket")
-        .mapInArrow(_bucket_batches, schema)
+        .mapInArrow(lambda batches: _bucket_batches(batches, max_ids), schema)
     )
 
 
@@ -184,6 +214,8 @@ def bucket_summary(buckets: DataFrame, max_bucket_size: int, top: int = 10) -> d
     """
     size = F.col("size").cast("long")
     bounded = size > max_bucket_size
+    # A bucket split into several rows (bucket_members' max_ids) counts once.
+    buckets = buckets.filter(F.col("part") == 0)
     row = buckets.agg(
         F.count(F.lit(1)).alias("shared_buckets"),
         F.sum(F.when(bounded, 1).otherwise(0)).alias("bounded_buckets"),
@@ -205,7 +237,8 @@ def bucket_summary(buckets: DataFrame, max_bucket_size: int, top: int = 10) -> d
     return {
         "shared_buckets": int(row["shared_buckets"] or 0),
         "bounded_buckets": int(row["bounded_buckets"] or 0),
-        "bounding": f"star edges to the smallest id in buckets above {max_bucket_size} members",
+        "bounding": f"star edges to the smallest id in buckets above {max_bucket_size} members, "
+        f"split into rows of at most {max_bucket_size} ids",
         "max_bucket_size_seen": int(row["max_bucket_size_seen"] or 0),
         "pairs_generated_before_distinct": int(row["pairs_generated"] or 0),
         "pairs_avoided_by_bounding": int(row["pairs_avoided"] or 0),
