@@ -11,14 +11,15 @@ the work:
 * singleton buckets produce nothing and are dropped;
 * within a bucket, exact duplicates (same ``text_hash``) collapse to their
   smallest id first, because their pairs are already known (Jaccard 1);
-  :class:`DuplicateGroups` gives the copies their pairs after verification;
+  :class:`DuplicateGroups` gives the copies their edges after verification;
 * buckets of different bands holding the same members produce their pairs once;
 * a bucket of ``block_min_size`` members or more (a large family) produces no
   pair rows at all: its member set becomes one *block* that
   :func:`lsh_spark.verify.verify_blocks` checks whole with a matrix product;
 * a bucket with more than ``max_bucket_size`` members (boilerplate, templates)
   produces star edges from its smallest id to every other member, ``n - 1``
-  pairs instead of ``n (n - 1) / 2``.  Members of such a family still end in one
+  pairs instead of ``n (n - 1) / 2``, and (with :func:`bucket_members`'
+  ``max_ids``) comes in rows of at most that many ids.  Members of such a family still end in one
   cluster when they are near-duplicates of the smallest id, and the report says
   how many buckets were bounded and how large they were.
 

@@ -71,7 +71,8 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig) -> 
     binning = _binning(cfg)
     with timer("verify"), ExitStack() as stack:
         # Candidates join group representatives of identical texts (or vectors);
-        # every copy gets its representative's pairs, and the copies their own.
+        # the copies get a star edge each to it (with --pairs all, its pairs and
+        # their own).
         dups = stack.enter_context(
             cached(DuplicateGroups(out.read("signatures"), cfg.max_bucket_size, cfg.pairs == "all"))
         )

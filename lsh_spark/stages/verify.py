@@ -3,9 +3,11 @@
 Writes ``pairs/``.  The stage first decides how to run (a
 :class:`~lsh_spark.stages.verify_plan.VerifyPlan`, from counts alone), then
 builds one query that verifies the candidate pairs (:func:`_near_pairs`) and
-the blocks (:func:`_block_pairs`), gives every copy of an identical text its
-representative's pairs, and writes them.  The other methods' exact measures
-are in :mod:`lsh_spark.stages.measure`.
+the blocks (:func:`_block_pairs`) and writes them with the copies' edges:
+with ``--pairs edges`` a star edge from each copy of a text to its
+representative and a spanning forest inside each block family; with
+``--pairs all`` every copy also gets its representative's pairs.  The other
+methods' exact measures are in :mod:`lsh_spark.stages.measure`.
 """
 
 from __future__ import annotations
@@ -217,11 +219,12 @@ def _verified_pairs(
     cfg: DedupConfig,
     stack: ExitStack,
 ) -> tuple[DataFrame, dict[str, Any]]:
-    """The verified pairs of the candidates and of the blocks, every copy of an
-    identical text given its representative's pairs; and the block work figures
-    known before the write."""
-    # Pairs of representatives; every copy gets its representative's pairs:
-    # near pairs by two joins, block pairs in the block tasks.
+    """The verified pairs of the candidates and of the blocks (with ``--pairs
+    all``, every copy of an identical text given its representative's pairs);
+    and the block work figures known before the write."""
+    # Pairs of representatives; with --pairs all every copy gets its
+    # representative's pairs: near pairs by two joins, block pairs in the block
+    # tasks (with --pairs edges, expand and copies leave them as they are).
     found = t.dups.expand(_near_pairs(t, plan, cfg, stack), BROADCAST_ID_ROWS)
     block_work = verify_module.block_work(None)
     if not plan.has_blocks:  # no blocks, no second read of shingles/
@@ -261,7 +264,8 @@ def _block_pairs(
     block_work: dict[str, Any],
     share_partitions: int | None,
 ) -> DataFrame:
-    """Verified pairs of the block members (copies expanded in the block tasks)."""
+    """Verified pairs of the block members (a spanning forest of each family with
+    ``--pairs edges``; copies expanded in the block tasks with ``--pairs all``)."""
     member_shingles = _keep_ids(t.shingles, t.memberships.select("id"), plan.broadcast_member_ids)
     return verify_module.verify_blocks(
         t.blocks,
