@@ -11,14 +11,15 @@ the work:
 * singleton buckets produce nothing and are dropped;
 * within a bucket, exact duplicates (same ``text_hash``) collapse to their
   smallest id first, because their pairs are already known (Jaccard 1);
-  :class:`DuplicateGroups` gives the copies their pairs after verification;
+  :class:`DuplicateGroups` gives the copies their edges after verification;
 * buckets of different bands holding the same members produce their pairs once;
 * a bucket of ``block_min_size`` members or more (a large family) produces no
   pair rows at all: its member set becomes one *block* that
   :func:`lsh_spark.verify.verify_blocks` checks whole with a matrix product;
 * a bucket with more than ``max_bucket_size`` members (boilerplate, templates)
   produces star edges from its smallest id to every other member, ``n - 1``
-  pairs instead of ``n (n - 1) / 2``.  Members of such a family still end in one
+  pairs instead of ``n (n - 1) / 2``, and (with :func:`bucket_members`'
+  ``max_ids``) comes in rows of at most that many ids.  Members of such a family still end in one
   cluster when they are near-duplicates of the smallest id, and the report says
   how many buckets were bounded and how large they were.
 
@@ -49,6 +50,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lsh_spark.config import ConfigError, DedupConfig
+
 
 def sort_ranks(values: pa.Array) -> np.ndarray:
     """The position of each value in Arrow's ascending sort of ``values`` (which
@@ -58,13 +61,17 @@ def sort_ranks(values: pa.Array) -> np.ndarray:
     return rank
 
 
-def _bucket_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _bucket_batches(
+    batches: Iterator[pa.RecordBatch], max_ids: int | None
+) -> Iterator[pa.RecordBatch]:
     """One partition of ``(id, band, bucket, text_key)`` rows -> its buckets of 2+ members.
 
     Two sorts in numpy: by ``(band, bucket, text_key, id)``, keeping the first
     (smallest) id of each text in each bucket, then the kept rows by ``(band,
     bucket, id)``; a bucket is a run of equal ``(band, bucket)``.  Ids are
-    ranked with Arrow's sort, which orders strings bytewise like Spark.
+    ranked with Arrow's sort, which orders strings bytewise like Spark.  A
+    bucket of more than ``max_ids`` members comes as several rows (see
+    :func:`bucket_members`).
     """
     batches = [b for b in batches if b.num_rows]
     if not batches:
@@ -88,26 +95,49 @@ def _bucket_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
     kept = kept[np.lexsort((rank[kept], bucket[kept], band[kept]))]
     first = np.flatnonzero(starts(kept, band, bucket))
     sizes = np.diff(np.append(first, len(kept)))
-    shared = sizes > 1
-    members = kept[np.repeat(shared, sizes)]
-    offsets = np.concatenate([[0], np.cumsum(sizes[shared])]).astype(np.int32)
-    heads = kept[first[shared]]
+    cap = int(sizes.max()) if max_ids is None else max_ids
+    whole = (sizes > 1) & (sizes <= cap)
+    members = [kept[np.repeat(whole, sizes)]]
+    lengths, heads = [sizes[whole]], [kept[first[whole]]]
+    size, part = [sizes[whole]], [np.zeros(int(whole.sum()), dtype=np.int64)]
+    # Oversized buckets (few: a template, a boilerplate page): rows of the
+    # smallest member and up to cap - 1 others, so no row outgrows cap ids.
+    for b in np.flatnonzero(sizes > cap):
+        center, others = kept[first[b]], kept[first[b] + 1 : first[b] + sizes[b]]
+        chunks = np.array_split(others, -(-len(others) // (cap - 1)))
+        members += [np.append(center, c) for c in chunks]
+        lengths.append([len(c) + 1 for c in chunks])
+        heads.append(np.full(len(chunks), center))
+        size.append(np.full(len(chunks), sizes[b]))
+        part.append(np.arange(len(chunks)))
+    lengths, heads = np.concatenate(lengths), np.concatenate(heads).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     yield pa.RecordBatch.from_arrays(
         [
             pa.array(band[heads]),
             pa.array(bucket[heads]),
-            pa.ListArray.from_arrays(pa.array(offsets), ids.take(pa.array(members))),
-            pa.array(sizes[shared].astype(np.int32)),
+            pa.ListArray.from_arrays(
+                pa.array(offsets), ids.take(pa.array(np.concatenate(members).astype(np.int64)))
+            ),
+            pa.array(np.concatenate(size).astype(np.int32)),
+            pa.array(np.concatenate(part).astype(np.int32)),
         ],
-        names=["band", "bucket", "ids", "size"],
+        names=["band", "bucket", "ids", "size", "part"],
     )
 
 
-def bucket_members(band_rows: DataFrame) -> DataFrame:
-    """``(id, band, bucket, text_hash) -> (band, bucket, ids, size)`` for buckets of 2+.
+def bucket_members(band_rows: DataFrame, max_ids: int | None = None) -> DataFrame:
+    """``(id, band, bucket, text_hash) -> (band, bucket, ids, size, part)`` for buckets of 2+.
 
     ``ids`` is sorted ascending and holds one id, the smallest, per distinct
-    ``text_hash``.  Band rows are shuffled by ``(band, bucket)`` and each
+    ``text_hash``; ``size`` is the bucket's number of such ids.  A bucket of
+    more than ``max_ids`` (None: no bound) is split in the task into rows
+    ``part = 0, 1, ...``, each of its smallest id followed by at most
+    ``max_ids - 1`` of the others: what :func:`candidate_pairs` makes of a
+    bucket above its ``max_bucket_size`` (star edges from the smallest id)
+    comes out the same, and no row holds more than ``max_ids`` ids.  Give
+    ``max_ids`` the ``max_bucket_size`` of :func:`candidate_pairs`: a split
+    bucket must be one that it bounds.  Band rows are shuffled by ``(band, bucket)`` and each
     partition is grouped with two numpy sorts (:func:`_bucket_batches`),
     faster than Spark's two aggregations (a ``min`` over string ids, which
     Spark can only sort-aggregate, then a ``collect_list``).  Copies are
@@ -121,12 +151,15 @@ def bucket_members(band_rows: DataFrame) -> DataFrame:
             T.StructField("bucket", fields["bucket"], False),
             T.StructField("ids", T.ArrayType(fields["id"], False), False),
             T.StructField("size", T.IntegerType(), False),
+            T.StructField("part", T.IntegerType(), False),
         ]
     )
+    if max_ids is not None and max_ids < 2:
+        raise ValueError(f"max_ids: got {max_ids}; allowed: an integer >= 2")
     return (
         band_rows.select("id", "band", "bucket", F.xxhash64("text_hash").alias("text_key"))
         .repartition("band", "bucket")
-        .mapInArrow(_bucket_batches, schema)
+        .mapInArrow(lambda batches: _bucket_batches(batches, max_ids), schema)
     )
 
 
@@ -182,6 +215,8 @@ def bucket_summary(buckets: DataFrame, max_bucket_size: int, top: int = 10) -> d
     """
     size = F.col("size").cast("long")
     bounded = size > max_bucket_size
+    # A bucket split into several rows (bucket_members' max_ids) counts once.
+    buckets = buckets.filter(F.col("part") == 0)
     row = buckets.agg(
         F.count(F.lit(1)).alias("shared_buckets"),
         F.sum(F.when(bounded, 1).otherwise(0)).alias("bounded_buckets"),
@@ -203,7 +238,8 @@ def bucket_summary(buckets: DataFrame, max_bucket_size: int, top: int = 10) -> d
     return {
         "shared_buckets": int(row["shared_buckets"] or 0),
         "bounded_buckets": int(row["bounded_buckets"] or 0),
-        "bounding": f"star edges to the smallest id in buckets above {max_bucket_size} members",
+        "bounding": f"star edges to the smallest id in buckets above {max_bucket_size} members, "
+        f"split into rows of at most {max_bucket_size} ids",
         "max_bucket_size_seen": int(row["max_bucket_size_seen"] or 0),
         "pairs_generated_before_distinct": int(row["pairs_generated"] or 0),
         "pairs_avoided_by_bounding": int(row["pairs_avoided"] or 0),
@@ -223,20 +259,26 @@ class DuplicateGroups:
     """Groups of documents with the same normalized text (same ``text_hash``).
 
     Banding sees one representative per group, its smallest id, so every
-    verified near pair is a pair of representatives.  :meth:`pairs` lists the
-    pairs inside each group and :meth:`expand` gives every member of a group the
-    verified pairs of its representative, so ``pairs/`` holds all pairs of
-    identical texts too, not only one edge per copy.  A group of more than
-    ``max_group`` members (the same boilerplate page crawled ten thousand times)
-    is bounded like a large bucket: star edges from its representative, and its
+    verified near pair is a pair of representatives.  With ``all_pairs=False``
+    (``--pairs edges``) :meth:`pairs` gives each copy one star edge to its
+    representative and :meth:`expand` leaves the representatives' pairs as
+    they are: the copies are connected through their representative, so the
+    components are the ones all pairs give, with one edge per copy.
+
+    With ``all_pairs=True`` (``--pairs all``) :meth:`pairs` lists the pairs
+    inside each group and :meth:`expand` gives every member of a group the
+    verified pairs of its representative.  A group of more than ``max_group``
+    members (the same boilerplate page crawled ten thousand times) is still
+    bounded like a large bucket: star edges from its representative, and its
     other members are not expanded; :meth:`stats` reports how many were.
 
     Only counts reach the driver (:meth:`stats`, one small aggregation).
     """
 
-    def __init__(self, docs: DataFrame, max_group: int) -> None:
+    def __init__(self, docs: DataFrame, max_group: int, all_pairs: bool = True) -> None:
         """``docs``: ``(id, text_hash)`` of every accepted document."""
-        self.max_group = max_group
+        # Star edges only is the bound of all pairs at groups of one member.
+        self.max_group = max_group if all_pairs else 1
         self.docs = docs.select("id", "text_hash")
         groups = (
             self.docs.groupBy("text_hash")
@@ -274,6 +316,8 @@ class DuplicateGroups:
     def _expanded(self) -> int:
         """Expanded documents as planned for: the bound of :meth:`plan_for`,
         or the count of :meth:`stats`."""
+        if self.max_group < 2:  # star edges only: nothing is expanded
+            return 0
         if self._planned is not None:
             return self._planned
         return self.stats()["expanded_documents"]
@@ -327,19 +371,64 @@ class DuplicateGroups:
     def pairs(self, value_col: str = "jaccard", value: Any = 1.0) -> DataFrame:
         """``(id_a, id_b, value_col)``, ``id_a < id_b``: every pair inside each group of
         at most ``max_group`` members, star edges to the representative in larger ones."""
-        small = self._members(bounded=False)
-        inside = (
-            small.select("rep", F.col("id").alias("id_a"))
-            .join(small.select("rep", F.col("id").alias("id_b")), "rep")
-            .filter(F.col("id_a") < F.col("id_b"))
-            .select("id_a", "id_b")
-        )
         star = (
             self._members(bounded=True)
             .filter(F.col("id") != F.col("rep"))
             .select(F.col("rep").alias("id_a"), F.col("id").alias("id_b"))
         )
-        return inside.unionByName(star).withColumn(value_col, F.lit(value))
+        if self.max_group > 1:
+            small = self._members(bounded=False)
+            inside = (
+                small.select("rep", F.col("id").alias("id_a"))
+                .join(small.select("rep", F.col("id").alias("id_b")), "rep")
+                .filter(F.col("id_a") < F.col("id_b"))
+                .select("id_a", "id_b")
+            )
+            star = inside.unionByName(star)
+        return star.withColumn(value_col, F.lit(value))
+
+    def all_pairs_frame(self, candidates: DataFrame, blocks: DataFrame | None = None) -> DataFrame:
+        """One row, ``all_pairs``: an upper bound of the pairs that all pairs
+        (``all_pairs=True``) would write, from counts alone.
+
+        The pairs inside each group (``n (n - 1) / 2``, or ``n - 1`` star edges
+        above ``max_group``), plus, for every candidate pair of representatives,
+        the product of their groups' sizes, plus ``W (W - 1) / 2`` for every
+        block (``(block, ids)``) whose members' groups hold ``W`` documents.
+        Verification only removes pairs from this; nothing is verified here.
+        """
+        n = F.col("n").cast("double")
+        small = n <= self.max_group
+        reps = self.members.filter(F.col("id") == F.col("rep"))
+        inside = reps.agg(F.sum(F.when(small, n * (n - 1) / 2).otherwise(n - 1)).alias("inside"))
+        weight = reps.select("id", F.when(small, n).otherwise(1.0).alias("w"))
+
+        def w(side: str) -> DataFrame:
+            return weight.select(F.col("id").alias(side), F.col("w").alias(f"w_{side}"))
+
+        near = (
+            candidates.select("id_a", "id_b")
+            .join(w("id_a"), "id_a", "left")
+            .join(w("id_b"), "id_b", "left")
+            .agg(
+                F.sum(F.coalesce("w_id_a", F.lit(1.0)) * F.coalesce("w_id_b", F.lit(1.0))).alias(
+                    "near"
+                )
+            )
+        )
+        total = F.coalesce(F.col("inside"), F.lit(0.0)) + F.coalesce(F.col("near"), F.lit(0.0))
+        row = inside.crossJoin(near)
+        if blocks is not None:
+            sizes = (
+                blocks.select("block", F.explode("ids").alias("id"))
+                .join(weight, "id", "left")
+                .groupBy("block")
+                .agg(F.sum(F.coalesce("w", F.lit(1.0))).alias("W"))
+                .agg(F.sum(F.col("W") * (F.col("W") - 1) / 2).alias("in_blocks"))
+            )
+            row = row.crossJoin(sizes)
+            total = total + F.coalesce(F.col("in_blocks"), F.lit(0.0))
+        return row.select(total.alias("all_pairs"))
 
     def copies(self, broadcast_rows: int) -> DataFrame | None:
         """``(rep, copies)``: every representative of an expanded group with the
@@ -384,3 +473,29 @@ class DuplicateGroups:
             )
             .select(F.least(x, y).alias("id_a"), F.greatest(x, y).alias("id_b"), *rest)
         )
+
+
+def pairs_written(
+    dups: DuplicateGroups, candidates: DataFrame, blocks: DataFrame | None, cfg: DedupConfig
+) -> dict[str, Any]:
+    """The report's note of what ``pairs/`` holds (``cfg.pairs``).
+
+    With ``--pairs all`` it first estimates the number of pairs (one small job,
+    :meth:`DuplicateGroups.all_pairs_frame`, before anything is verified) and
+    raises a :class:`ConfigError` naming ``--max-all-pairs`` when it is above.
+    """
+    if cfg.pairs == "edges":
+        return {
+            "mode": "edges",
+            "meaning": "verified edges that connect each cluster: a star edge from each copy "
+            "of a text to its smallest id, a spanning forest inside each block family, "
+            "verified pairs of representatives",
+        }
+    estimate = int(dups.all_pairs_frame(candidates, blocks).first()["all_pairs"] or 0)
+    if estimate > cfg.max_all_pairs:
+        raise ConfigError(
+            f"--pairs all: an estimated {estimate:,} pairs (an upper bound) exceed "
+            f"--max-all-pairs {cfg.max_all_pairs:,}; use --pairs edges (the same clusters) "
+            "or raise --max-all-pairs"
+        )
+    return {"mode": "all", "estimated_pairs": estimate, "max_all_pairs": cfg.max_all_pairs}

@@ -13,10 +13,17 @@ Components at Scale via Local Contractions", 2018): a family of 2,000 verified
 near-duplicates holds 2 million edges but leaves at most 2,000 per partition.
 The loop ends when the edges form stars: every edge points from a node to a
 root, no root has a parent and no node has two parents; then the root is the
-smallest id of its component.  Nothing is collected to the driver but two
-counts per round.  A graph of up to ``LOCAL_FINISH_EDGES`` edges (after the
-contraction, or known from the start) is finished in one task instead, which
-gives every node its root and its component's size (:func:`component_roots`).
+smallest id of its component.  That check is one aggregation per round
+(:func:`_is_star_forest`); nothing is collected to the driver but its one row.
+A graph of up to ``LOCAL_FINISH_EDGES`` edges (after the contraction, or known
+from the start) is finished in one task instead, which gives every node its
+root and its component's size (:func:`component_roots`).
+
+With a checkpoint directory the rounds *resume*: round ``k``'s edges are saved
+as ``cc-<key>/round-<k>`` (``key`` a fingerprint of the input edges), the
+round before is deleted once it is saved, and a call that reaches its round
+limit stops with :class:`ClusteringDidNotConverge` leaving the last round in
+place; the next call on the same edges and directory continues from it.
 
 Example
 -------
@@ -32,7 +39,6 @@ Example
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import numpy as np
@@ -40,6 +46,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+
+from lsh_spark.errors import LshSparkError
+from lsh_spark.io import FileSystem
 
 # Label-propagation sweeps per partition; an unfinished contraction is still
 # correct (see local_roots), only less of a reduction.
@@ -49,8 +58,9 @@ MAX_LOCAL_SWEEPS = 32
 LOCAL_FINISH_EDGES = 4_000_000
 
 
-class ClusteringDidNotConverge(RuntimeError):
-    """The component computation exceeded its round limit."""
+class ClusteringDidNotConverge(LshSparkError, RuntimeError):
+    """The component computation reached its round limit (its last round saved,
+    when it has a checkpoint directory)."""
 
 
 def local_roots(
@@ -225,18 +235,44 @@ def _small_star(edges: DataFrame) -> DataFrame:
 
 
 def _is_star_forest(edges: DataFrame) -> bool:
-    """Every edge points from a node to a smaller root, one root per node, roots have none."""
-    if edges.filter(F.col("dst") >= F.col("src")).limit(1).count():
-        return False
-    parents = edges.groupBy("src").agg(F.count(F.lit(1)).alias("n"))
-    if parents.filter(F.col("n") > 1).limit(1).count():
-        return False
-    roots_with_parent = (
-        edges.select(F.col("dst").alias("src"))
-        .distinct()
-        .join(edges.select("src"), "src", "left_semi")
+    """Every edge points from a node to a smaller root, one root per node, roots have none.
+
+    One aggregation: each node's times as a child and as a parent, and whether
+    any of its edges points up; a node that breaks a rule is counted.
+    """
+    as_child = edges.select(
+        F.col("src").alias("node"),
+        F.lit(1).alias("child"),
+        F.lit(0).alias("parent"),
+        (F.col("dst") >= F.col("src")).alias("up"),
     )
-    return roots_with_parent.limit(1).count() == 0
+    as_parent = edges.select(
+        F.col("dst").alias("node"),
+        F.lit(0).alias("child"),
+        F.lit(1).alias("parent"),
+        F.lit(False).alias("up"),
+    )
+    nodes = (
+        as_child.unionByName(as_parent)
+        .groupBy("node")
+        .agg(
+            F.sum("child").alias("child"),
+            F.sum("parent").alias("parent"),
+            F.max("up").alias("up"),
+        )
+    )
+    broken = F.col("up") | (F.col("child") > 1) | ((F.col("child") > 0) & (F.col("parent") > 0))
+    return nodes.agg(F.count(F.when(broken, 1)).alias("n")).first()["n"] == 0
+
+
+def edges_key(edges: DataFrame) -> str:
+    """A fingerprint of an edge list's content (one aggregation): its size and
+    the sum of its rows' 64-bit hashes, whatever their order or partitioning."""
+    row = edges.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.xxhash64("src", "dst").cast("decimal(38,0)")).alias("h"),
+    ).first()
+    return f"{row['n']}-{int(row['h'] or 0) % (1 << 64):016x}"
 
 
 def connected_components(
@@ -252,43 +288,46 @@ def connected_components(
     Every vertex appears exactly once; ``cluster_id`` is the smallest id of its
     connected component; isolated vertices are their own cluster of size 1.
     ``checkpoint_dir``: where each round's edges are written as Parquet and read
-    back (reliable: a lost executor's share is read again, not recomputed); the
-    caller deletes it once the result is written.  Without it they are local
-    checkpoints, kept by the executors.
+    back (reliable: a lost executor's share is read again, not recomputed);
+    only the last round is kept, and a call on the same edges continues from
+    it (see the module's docstring).  The caller deletes the directory once
+    the result is written.  Without it the rounds are local checkpoints, kept
+    by the executors, and nothing resumes.
+    ``max_iterations``: star rounds per call; reaching it raises
+    :class:`ClusteringDidNotConverge`, never returns a partial answer.
     ``contract=False`` skips the local contraction (for testing the rounds alone).
     ``n_edges``: the number of rows of ``pairs`` when the caller knows it; up to
     ``LOCAL_FINISH_EDGES`` the graph then goes straight to one task, without
     the parallel contraction and its count.
     """
-    saved = _Saved(checkpoint_dir)
-
-    edges = pairs.select(F.col("id_a").alias("src"), F.col("id_b").alias("dst")).filter(
-        F.col("src") != F.col("dst")
-    )
+    edges = edges_of(pairs)
     if contract and n_edges is not None and n_edges <= LOCAL_FINISH_EDGES:
         return _labelled(vertices, component_roots(edges))
-    if contract:
-        edges = saved(contract_locally(edges))
-        if edges.count() <= LOCAL_FINISH_EDGES:
-            # Small enough for one task: it labels and sizes every component
-            # (no star rounds, no star check, no second pass to count sizes).
-            return _labelled(vertices, component_roots(edges))
+    saved = _Rounds(checkpoint_dir, edges, contract)
+    start, resumed = saved.last()
+    if resumed is not None:
+        edges = resumed
+    elif contract:
+        edges = saved(contract_locally(edges), 0)
     else:
-        edges = saved(
-            edges.select(
-                F.greatest("src", "dst").alias("src"), F.least("src", "dst").alias("dst")
-            ).distinct()
+        down = edges.select(
+            F.greatest("src", "dst").alias("src"), F.least("src", "dst").alias("dst")
         )
-    # Every edge list is saved exactly once, when it is made.
-    rounds = 0
+        edges = saved(down.distinct(), 0)
+    if contract and start == 0 and edges.count() <= LOCAL_FINISH_EDGES:
+        # Small enough for one task: it labels and sizes every component
+        # (no star rounds, no star check, no second pass to count sizes).
+        return _labelled(vertices, component_roots(edges))
+    rounds = start
     while not _is_star_forest(edges):
-        if rounds == max_iterations:
+        if rounds == start + max_iterations:
             raise ClusteringDidNotConverge(
                 f"connected components did not converge in {max_iterations} rounds; "
-                "raise --max-cc-iterations"
+                + saved.where(rounds)
+                + "raise --max-cc-iterations"
             )
-        edges = saved(_small_star(_large_star(edges)))
         rounds += 1
+        edges = saved(_small_star(_large_star(edges)), rounds)
     parent = edges.select(F.col("src").alias("id"), F.col("dst").alias("cluster_id"))
     labelled = (
         vertices.select("id")
@@ -300,24 +339,63 @@ def connected_components(
     return labelled.join(sizes, "cluster_id").select("id", "cluster_id", "cluster_size")
 
 
-class _Saved:
-    """Saves DataFrames, each once, in ``checkpoint_dir`` or as local checkpoints.
+def edges_of(pairs: DataFrame) -> DataFrame:
+    """``(id_a, id_b)`` pairs -> ``(src, dst)`` edges, self-edges dropped."""
+    return pairs.select(F.col("id_a").alias("src"), F.col("id_b").alias("dst")).filter(
+        F.col("src") != F.col("dst")
+    )
+
+
+class _Rounds:
+    """Each round's edges saved once, as Parquet under ``checkpoint_dir`` (or as
+    local checkpoints without one), and found again by a later call.
 
     Parquet written by Spark and read back is a checkpoint that works the same
-    in classic mode and over Spark Connect, on local disk, HDFS and S3.
+    in classic mode and over Spark Connect, on local disk, HDFS and S3.  Round
+    ``k`` goes to ``cc-<key>/round-<k>``; a round is complete when Spark wrote
+    its ``_SUCCESS`` marker, and the rounds before it are deleted then, so at
+    most two are on disk at a time.
     """
 
-    def __init__(self, checkpoint_dir: str | None):
-        self.root = checkpoint_dir and f"{checkpoint_dir.rstrip('/')}/cc-{uuid.uuid4().hex}"
-        self.n = 0
+    def __init__(self, checkpoint_dir: str | None, edges: DataFrame, contract: bool):
+        self.spark = edges.sparkSession
+        self.root = None
+        if checkpoint_dir is not None:
+            mode = "c" if contract else "n"
+            self.root = f"{checkpoint_dir.rstrip('/')}/cc-{mode}{edges_key(edges)}"
+            self.fs = FileSystem(self.spark, self.root)
 
-    def __call__(self, df: DataFrame) -> DataFrame:
+    def _done(self) -> list[int]:
+        """The complete rounds on disk, in order."""
+        names = self.fs.list_names(self.root) if self.root else []
+        rounds = [int(n[len("round-") :]) for n in names if n.startswith("round-")]
+        return sorted(k for k in rounds if self.fs.exists(f"{self._path(k)}/_SUCCESS"))
+
+    def _path(self, k: int) -> str:
+        return f"{self.root}/round-{k:06d}"
+
+    def last(self) -> tuple[int, DataFrame | None]:
+        """The last complete round and its edges, or ``(0, None)``."""
+        done = self._done()
+        if not done:
+            return 0, None
+        return done[-1], self.spark.read.parquet(self._path(done[-1]))
+
+    def where(self, k: int) -> str:
+        """The error message's note of where round ``k`` is kept."""
+        if self.root is None:
+            return "(no checkpoint directory: nothing is kept); "
+        return f"round {k} is saved in {self._path(k)} and a re-run continues from it, or "
+
+    def __call__(self, df: DataFrame, k: int) -> DataFrame:
         if self.root is None:
             return df.localCheckpoint()
-        path = f"{self.root}/edges-{self.n}"
-        self.n += 1
-        df.write.parquet(path)
-        return df.sparkSession.read.parquet(path)
+        # A round left half-written by a killed run is replaced.
+        df.write.mode("overwrite").parquet(self._path(k))
+        for old in self._done():
+            if old < k:
+                self.fs.delete(self._path(old))
+        return self.spark.read.parquet(self._path(k))
 
 
 def _labelled(vertices: DataFrame, roots: DataFrame) -> DataFrame:

@@ -44,6 +44,7 @@ FORMATS = ("jsonl", "parquet", "csv", "text", "warc")
 TEXT_UNITS = ("line", "file")
 SHINGLE_KINDS = ("word", "char")
 KEEP_POLICIES = ("min-id", "longest")
+PAIRS_MODES = ("edges", "all")
 METHODS = ("minhash", "simhash", "hyperplane", "pstable")
 VECTOR_METHODS = ("hyperplane", "pstable")
 SIMHASH_WEIGHTS = ("tf", "uniform")
@@ -568,10 +569,25 @@ class DedupConfig:
     )
     max_family_size: int = option(
         3000,
-        "a family of large buckets (connected blocks) with more members writes only a "
-        "spanning forest of its verified pairs to pairs/; the clusters are the same as when "
-        "every pair is listed",
+        "with --pairs all: a family of large buckets (connected blocks) with more members "
+        "writes only a spanning forest of its verified pairs to pairs/; the clusters are the "
+        "same as when every pair is listed",
         check=integers(2),
+        group=LIMITS,
+    )
+    pairs: str = option(
+        "edges",
+        "what pairs/ holds: 'edges' (verified edges enough to connect each cluster: star "
+        "edges from copies of a text to its smallest id, a spanning forest inside each "
+        "block family, one edge per verified pair of representatives) or 'all' (every "
+        "verified pair, for small corpora; bounded by --max-all-pairs); clusters/ is the same",
+        choices=PAIRS_MODES,
+    )
+    max_all_pairs: int = option(
+        10_000_000,
+        "with --pairs all: refuse to run when the estimated number of pairs (an upper bound "
+        "counted before verification) exceeds this",
+        check=integers(1),
         group=LIMITS,
     )
     max_text_chars: int = option(
@@ -589,7 +605,9 @@ class DedupConfig:
     )
     max_cc_iterations: int = option(
         64,
-        "round limit of the connected-components loop (an error, never a partial answer)",
+        "rounds of the connected-components loop per run: on reaching it the run stops with "
+        "an error (never a partial answer) and its last round stays saved (in "
+        "--checkpoint-dir, or in a stage-by-stage output), so running again continues from it",
         check=integers(1),
         group=LIMITS,
     )

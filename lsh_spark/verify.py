@@ -482,8 +482,9 @@ def block_forest(
     return i[forest], j[forest], jac[forest]
 
 
-def _verify_block(table: pa.Table, threshold: float) -> pa.Table:
-    """One task's share of one group: rows ``part`` of ``parts`` (see :func:`row_ranges`)."""
+def _verify_block(table: pa.Table, threshold: float, forest: bool = False) -> pa.Table:
+    """One task's share of one group: rows ``part`` of ``parts`` (see :func:`row_ranges`);
+    ``forest``: a spanning forest of the group's pairs whatever its family's size."""
     group = table.column("group")[0].as_py()
     part, parts = table.column("part")[0].as_py(), table.column("parts")[0].as_py()
     table = table.take(pc.sort_indices(table, [("id", "ascending")]))
@@ -504,9 +505,9 @@ def _verify_block(table: pa.Table, threshold: float) -> pa.Table:
         owner = np.repeat(np.arange(len(n_keys)), n_keys)[smaller]
         which = {"covered": (keys[smaller], np.bincount(owner, minlength=len(n_keys)))}
     ids = table.column("id").combine_chunks()
-    bounded = table.column("bounded")[0].as_py()
+    bounded = forest or table.column("bounded")[0].as_py()
     if bounded:
-        # A family above --max-family-size: a spanning forest of its pairs
+        # Edges only, or a family above --max-family-size: a spanning forest of its pairs
         # (this task's share of them, see block_tasks), the same clusters
         # with at most n - 1 pairs.  Copies of a member are joined to it by
         # their own pairs of identical texts, so they are not expanded here.
@@ -589,6 +590,7 @@ def block_groups(
     max_size: int,
     n_edges: int | None = None,
     max_family_size: int | None = None,
+    checkpoint_dir: str | None = None,
 ) -> DataFrame:
     """``(id, group, merged, family, family_size, bounded)``: which task verifies
     each block member, and whether its family's pairs are bounded.
@@ -610,7 +612,8 @@ def block_groups(
 
     Up to ``LOCAL_FINISH_EDGES`` memberships the rows are computed in one task
     (:func:`_group_rows`); a larger block graph takes distributed connected
-    components and joins, with the same result.
+    components (its rounds saved in ``checkpoint_dir``) and joins, with the
+    same result.
     """
     from lsh_spark.cluster import LOCAL_FINISH_EDGES, connected_components
 
@@ -623,7 +626,9 @@ def block_groups(
     edges = memberships.select(
         F.element_at("in_blocks", 1).alias("id_a"), F.explode("in_blocks").alias("id_b")
     )
-    comps = connected_components(edges, blocks.select(F.col("block").alias("id")))
+    comps = connected_components(
+        edges, blocks.select(F.col("block").alias("id")), checkpoint_dir=checkpoint_dir
+    )
     root = comps.select(F.col("id").alias("block"), F.col("cluster_id").alias("root"))
     member_root = memberships.select("id", F.element_at("in_blocks", 1).alias("block")).join(
         root, "block"
@@ -871,6 +876,8 @@ def verify_blocks(
     copies: DataFrame | None = None,
     max_family_size: int | None = None,
     share_partitions: int | None = None,
+    forest: bool = False,
+    checkpoint_dir: str | None = None,
 ) -> DataFrame:
     """``(block, ids)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
 
@@ -888,10 +895,18 @@ def verify_blocks(
     then has its pairs given to every copy in the block task
     (:func:`expand_copies`).  ``max_family_size`` (used when ``groups`` is not
     given): a larger family's tasks emit a spanning forest of its pairs
-    instead of all of them (see :func:`block_groups`).
+    instead of all of them (see :func:`block_groups`).  ``forest=True``
+    (``--pairs edges``): every family emits a spanning forest of its verified
+    pairs, copies not expanded (they have their own star edges).
     """
     if groups is None:
-        groups = block_groups(blocks, memberships, max_group_size, max_family_size=max_family_size)
+        groups = block_groups(
+            blocks,
+            memberships,
+            max_group_size,
+            max_family_size=max_family_size,
+            checkpoint_dir=checkpoint_dir,
+        )
     if work is None and share_partitions is None:
         work = block_work(groups)
     tasks = block_tasks(groups)
@@ -900,11 +915,13 @@ def verify_blocks(
         .join(shingles.select("id", "shingles"), "id")
         .select("group", "merged", "bounded", "id", "shingles", "in_blocks")
     )
-    if copies is not None:
+    if copies is not None and not forest:
         rows = rows.join(copies.withColumnRenamed("rep", "id"), "id", "left")
 
     def verified(df: DataFrame, key: list[str]) -> DataFrame:
-        return df.groupBy(*key).applyInArrow(lambda _, t: _verify_block(t, threshold), PAIR_SCHEMA)
+        return df.groupBy(*key).applyInArrow(
+            lambda _, t: _verify_block(t, threshold, forest), PAIR_SCHEMA
+        )
 
     whole = tasks.filter(F.col("parts") == 1).select("group", "part", "parts")
     split = tasks.filter(F.col("parts") > 1).select("group", "part", "parts")

@@ -90,6 +90,29 @@ def test_large_bucket_is_bounded_to_star_edges(spark):
     assert small == set(combinations(ids, 2))
 
 
+def test_bucket_above_the_in_memory_bound_is_split_into_bounded_rows(spark):
+    """A bucket of 50 members with rows of at most 8 ids: every row starts with
+    its smallest id, and the star edges, the bucket counts and the small
+    bucket beside it are what the unsplit bucket gives."""
+    ids = [f"d{i:03d}" for i in range(50)]
+    rows = [(i, 0, 7, h(n)) for n, i in enumerate(ids)]
+    rows += [("d001", 1, 8, h(1)), ("d002", 1, 8, h(2))]
+    band_rows = spark.createDataFrame(rows, ROWS).repartition(3)
+    split = bucket_members(band_rows, max_ids=8).cache()
+    big = split.filter("bucket = 7").collect()
+    assert len(big) == 7 and max(len(r.ids) for r in big) <= 8
+    assert {r.part for r in big} == set(range(7)) and {r.size for r in big} == {50}
+    assert all(r.ids[0] == "d000" for r in big)
+    assert sorted(i for r in big for i in r.ids[1:]) == ids[1:]
+    whole = bucket_members(band_rows).cache()
+    assert whole.filter("bucket = 7").count() == 1
+    want = candidate_pairs(whole, max_bucket_size=8)
+    assert_df_equality(candidate_pairs(split, max_bucket_size=8), want, ignore_row_order=True)
+    assert bucket_summary(split, 8) == bucket_summary(whole, 8)
+    with pytest.raises(ValueError, match="max_ids"):
+        bucket_members(band_rows, max_ids=1)
+
+
 def test_exact_duplicate_pairs_list_every_pair_of_a_group_with_jaccard_1(spark):
     df = spark.createDataFrame(
         [("b", h(1)), ("a", h(1)), ("c", h(1)), ("z", h(2))], "id string, text_hash binary"

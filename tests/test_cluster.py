@@ -75,23 +75,54 @@ def test_rounds_saved_as_parquet_in_the_checkpoint_dir(spark, tmp_path, monkeypa
     got = connected_components(e, v, checkpoint_dir=str(tmp_path))
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
     (run_dir,) = tmp_path.glob("cc-*")
-    saved = sorted(p.name for p in run_dir.iterdir())
-    # The contracted edges, then one list per round, each a complete Parquet output.
-    assert saved[0] == "edges-0" and len(saved) >= 2
-    assert all((run_dir / name / "_SUCCESS").exists() for name in saved)
+    # Only the last round is left, a complete Parquet output (the contracted
+    # edges were round 0, each round deleted once the next was saved).
+    (last,) = run_dir.iterdir()
+    assert last.name.startswith("round-") and last.name != "round-000000"
+    assert (last / "_SUCCESS").exists()
 
 
 def test_no_edges_gives_singletons(spark):
     check(spark, [1, 2, 3], [])
 
 
-def test_round_limit_is_an_error_not_a_wrong_answer(spark):
-    order = list(range(1, 200))
+def _chain(spark, n):
+    order = list(range(1, n))
     random.Random(1).shuffle(order)
     e = spark.createDataFrame(list(zip(order, order[1:], strict=False)), "id_a long, id_b long")
     v = spark.createDataFrame([(x,) for x in order], "id long")
+    return e, v
+
+
+def test_round_limit_is_an_error_not_a_wrong_answer(spark):
+    e, v = _chain(spark, 200)
     with pytest.raises(ClusteringDidNotConverge, match="max-cc-iterations"):
         connected_components(e, v, max_iterations=1, contract=False)
+
+
+def test_round_limit_resumes_from_the_last_saved_round(spark, tmp_path):
+    """One round per call: each call stops at its limit with its round saved (the
+    one before deleted), the next continues from it, and the last gives the
+    components of an unbounded run."""
+    e, v = _chain(spark, 100)
+    want = connected_components(e, v, contract=False)
+    saved = tmp_path / "ckpt"
+    calls = 0
+    while True:
+        try:
+            got = connected_components(
+                e, v, max_iterations=1, checkpoint_dir=str(saved), contract=False
+            )
+            break
+        except ClusteringDidNotConverge as err:
+            calls += 1
+            assert f"round {calls} is saved" in str(err)
+            (run_dir,) = saved.glob("cc-*")
+            assert [p.name for p in run_dir.iterdir()] == [f"round-{calls:06d}"]
+            assert calls < 20
+    assert calls >= 2
+    assert_df_equality(got, want, ignore_row_order=True)
+    assert {r.cluster_id for r in got.collect()} == {1}
 
 
 def test_keep_policies(spark):

@@ -47,7 +47,9 @@ def planted(tmp_path_factory, sample_path):
 def result(spark, planted, tmp_path_factory):
     path, _, _ = planted
     out = str(tmp_path_factory.mktemp("run") / "out")
-    report = run_dedup(spark, path, out, DedupConfig(threshold=THRESHOLD))
+    # Every verified pair, to check against brute force (tests/test_edges.py
+    # checks that the default edges give the same clusters).
+    report = run_dedup(spark, path, out, DedupConfig(threshold=THRESHOLD, pairs="all"))
     pairs = {(r.id_a, r.id_b): r.jaccard for r in spark.read.parquet(out + "/pairs").collect()}
     clusters = {r.id: r for r in spark.read.parquet(out + "/clusters").collect()}
     return report, pairs, clusters, out
@@ -157,7 +159,9 @@ def test_block_verification_gives_the_same_pairs(
     path, _, _ = planted
     _, pairs, _, _ = result
     out = str(tmp_path / "blocks")
-    report = run_dedup(spark, path, out, DedupConfig(threshold=THRESHOLD, block_min_size=2))
+    report = run_dedup(
+        spark, path, out, DedupConfig(threshold=THRESHOLD, block_min_size=2, pairs="all")
+    )
     assert report["buckets"]["blocks"] > 100
     got = {(r.id_a, r.id_b): r.jaccard for r in spark.read.parquet(out + "/pairs").collect()}
     assert got == pairs
@@ -179,7 +183,10 @@ def test_families_above_the_bound_keep_their_clusters(spark, planted, result, tm
     _, pairs, clusters, _ = result
     out = str(tmp_path / "forest")
     report = run_dedup(
-        spark, path, out, DedupConfig(threshold=THRESHOLD, block_min_size=2, max_family_size=2)
+        spark,
+        path,
+        out,
+        DedupConfig(threshold=THRESHOLD, block_min_size=2, max_family_size=2, pairs="all"),
     )
     got = {(r.id_a, r.id_b): r.jaccard for r in spark.read.parquet(out + "/pairs").collect()}
     assert set(got) < set(pairs) and all(pairs[p] == v for p, v in got.items())
@@ -198,7 +205,7 @@ def test_families_above_the_bound_keep_their_clusters(spark, planted, result, tm
             spark,
             path,
             out + "-again",
-            DedupConfig(threshold=THRESHOLD, block_min_size=2, max_family_size=2),
+            DedupConfig(threshold=THRESHOLD, block_min_size=2, max_family_size=2, pairs="all"),
         )
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", old)

@@ -38,7 +38,8 @@ def stage_candidates(
     sigs = out.read("signatures")
     with timer("candidates"):
         rows, bands = _band_rows(sigs, cfg)
-        with cached(bucket_members(rows), StorageLevel.MEMORY_AND_DISK_DESER) as buckets:
+        members = bucket_members(rows, cfg.max_bucket_size)
+        with cached(members, StorageLevel.MEMORY_AND_DISK_DESER) as buckets:
             n_cands, blk, summary = _write_candidates(spark, out, cfg, buckets)
     if documents is None:
         with tagged(spark, "candidates"):

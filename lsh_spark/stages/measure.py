@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from lsh_spark import verify as verify_module
 from lsh_spark.caching import cached
-from lsh_spark.candidates import DuplicateGroups
+from lsh_spark.candidates import DuplicateGroups, pairs_written
 from lsh_spark.config import DedupConfig
 from lsh_spark.report import (
     SIMILARITY_BINS,
@@ -71,10 +71,12 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig) -> 
     binning = _binning(cfg)
     with timer("verify"), ExitStack() as stack:
         # Candidates join group representatives of identical texts (or vectors);
-        # every copy gets its representative's pairs, and the copies their own.
+        # the copies get a star edge each to it (with --pairs all, its pairs and
+        # their own).
         dups = stack.enter_context(
-            cached(DuplicateGroups(out.read("signatures"), cfg.max_bucket_size))
+            cached(DuplicateGroups(out.read("signatures"), cfg.max_bucket_size, cfg.pairs == "all"))
         )
+        written = pairs_written(dups, out.read("candidates"), None, cfg)
         if cfg.method == "simhash":
             near, same = _simhash_pairs(out, cfg, stack)
         else:
@@ -91,6 +93,7 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig) -> 
     bins = histogram(seen.get)
     return {
         "counts": {"verified_pairs": sum(n for _, n in bins)},
+        "pairs_written": written,
         "exact_duplicates": dups.stats(),
         f"{cfg.measure}_histogram": [
             {"from": round(b / binning.scale, 6), "pairs": n} for b, n in bins

@@ -3,9 +3,11 @@
 Writes ``pairs/``.  The stage first decides how to run (a
 :class:`~lsh_spark.stages.verify_plan.VerifyPlan`, from counts alone), then
 builds one query that verifies the candidate pairs (:func:`_near_pairs`) and
-the blocks (:func:`_block_pairs`), gives every copy of an identical text its
-representative's pairs, and writes them.  The other methods' exact measures
-are in :mod:`lsh_spark.stages.measure`.
+the blocks (:func:`_block_pairs`) and writes them with the copies' edges:
+with ``--pairs edges`` a star edge from each copy of a text to its
+representative and a spanning forest inside each block family; with
+``--pairs all`` every copy also gets its representative's pairs.  The other
+methods' exact measures are in :mod:`lsh_spark.stages.measure`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pyspark.sql import functions as F
 
 from lsh_spark import verify as verify_module
 from lsh_spark.caching import cached
-from lsh_spark.candidates import DuplicateGroups
+from lsh_spark.candidates import DuplicateGroups, pairs_written
 from lsh_spark.config import DedupConfig
 from lsh_spark.report import (
     SIMILARITY_BINS,
@@ -28,7 +30,7 @@ from lsh_spark.report import (
     similarity_bin,
     similarity_bin_of,
 )
-from lsh_spark.stages.common import Output, Timer, accepted_shingles, observed
+from lsh_spark.stages.common import Output, Timer, accepted_shingles, checkpoint_dir, observed
 from lsh_spark.stages.measure import stage_verify_measure
 from lsh_spark.stages.verify_plan import (
     BROADCAST_ID_ROWS,
@@ -51,6 +53,7 @@ class _Tables:
     pairs: DataFrame  # candidate pairs not inside a block, cached
     pair_ids: DataFrame  # the ids of those pairs, cached
     dups: DuplicateGroups  # groups of identical texts, cached
+    checkpoints: str  # where connected components of the block graph save rounds
     groups: DataFrame | None = None  # block groups, cached once planned
 
 
@@ -82,6 +85,7 @@ def stage_verify(
     timer = Timer(spark)
     with timer("verify"), ExitStack() as stack:
         t = _cached_tables(out, cfg, stack)
+        written = pairs_written(t.dups, t.pairs, t.blocks, cfg)
         if block_members:
             t.groups = _cached_groups(t, cfg, block_members, stack)
         plan, sizes = _plan(t, block_members, documents, shingles)
@@ -103,10 +107,12 @@ def stage_verify(
     # The histogram bins also give the total.
     bins = histogram(seen.get)
     return {
+        # Rows of pairs/: every one a verified pair, edges only by default.
         "counts": {
             "verified_pairs": sum(n for _, n in bins),
             "pairs_with_jaccard_1": int(seen.get["exact"]),
         },
+        "pairs_written": written,
         "block_verification": {**block_work, "max_family_size": cfg.max_family_size},
         "exact_duplicates": t.dups.stats(),
         "jaccard_histogram": [{"from": round(b / SIMILARITY_BINS, 2), "pairs": n} for b, n in bins],
@@ -123,6 +129,7 @@ def _cached_tables(out: Output, cfg: DedupConfig, stack: ExitStack) -> _Tables:
     pairs = stack.enter_context(cached(drop_block_pairs(out.read("candidates"), memberships)))
     signatures = out.read("signatures")
     return _Tables(
+        checkpoints=checkpoint_dir(out, cfg),
         blocks=blocks,
         signatures=signatures,
         shingles=accepted_shingles(out),
@@ -131,7 +138,9 @@ def _cached_tables(out: Output, cfg: DedupConfig, stack: ExitStack) -> _Tables:
         pair_ids=stack.enter_context(cached(candidate_ids(pairs))),
         # Read by the sizing job, the pair expansion, the block tasks' copies
         # and the pairs of identical texts: computed once.
-        dups=stack.enter_context(cached(DuplicateGroups(signatures, cfg.max_bucket_size))),
+        dups=stack.enter_context(
+            cached(DuplicateGroups(signatures, cfg.max_bucket_size, cfg.pairs == "all"))
+        ),
     )
 
 
@@ -146,6 +155,7 @@ def _cached_groups(t: _Tables, cfg: DedupConfig, n_edges: int, stack: ExitStack)
                 cfg.max_bucket_size,
                 n_edges=n_edges,
                 max_family_size=cfg.max_family_size,
+                checkpoint_dir=t.checkpoints,
             )
         )
     )
@@ -209,11 +219,12 @@ def _verified_pairs(
     cfg: DedupConfig,
     stack: ExitStack,
 ) -> tuple[DataFrame, dict[str, Any]]:
-    """The verified pairs of the candidates and of the blocks, every copy of an
-    identical text given its representative's pairs; and the block work figures
-    known before the write."""
-    # Pairs of representatives; every copy gets its representative's pairs:
-    # near pairs by two joins, block pairs in the block tasks.
+    """The verified pairs of the candidates and of the blocks (with ``--pairs
+    all``, every copy of an identical text given its representative's pairs);
+    and the block work figures known before the write."""
+    # Pairs of representatives; with --pairs all every copy gets its
+    # representative's pairs: near pairs by two joins, block pairs in the block
+    # tasks (with --pairs edges, expand and copies leave them as they are).
     found = t.dups.expand(_near_pairs(t, plan, cfg, stack), BROADCAST_ID_ROWS)
     block_work = verify_module.block_work(None)
     if not plan.has_blocks:  # no blocks, no second read of shingles/
@@ -253,7 +264,8 @@ def _block_pairs(
     block_work: dict[str, Any],
     share_partitions: int | None,
 ) -> DataFrame:
-    """Verified pairs of the block members (copies expanded in the block tasks)."""
+    """Verified pairs of the block members (a spanning forest of each family with
+    ``--pairs edges``; copies expanded in the block tasks with ``--pairs all``)."""
     member_shingles = _keep_ids(t.shingles, t.memberships.select("id"), plan.broadcast_member_ids)
     return verify_module.verify_blocks(
         t.blocks,
@@ -265,6 +277,8 @@ def _block_pairs(
         work=None if share_partitions else block_work,
         share_partitions=share_partitions,
         copies=t.dups.copies(BROADCAST_ID_ROWS),
+        forest=cfg.pairs == "edges",
+        checkpoint_dir=t.checkpoints,
     )
 
 
