@@ -24,7 +24,8 @@ def spark(tmp_path_factory):
     session = (
         SparkSession.builder.master("local[2]")
         .appName("lsh-spark-tests")
-        .config("spark.sql.shuffle.partitions", "4")
+        # Two shuffle partitions, one per core (tests of more set their own).
+        .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "4")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.adaptive.enabled", "true")

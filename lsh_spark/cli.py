@@ -433,8 +433,8 @@ def _run_stage(
         out.require(dataset, job)
     sized_by = args.input if needs_input else out.path("signatures")
     size_shuffle_partitions(spark, out.fs.size_bytes(sized_by))
+    old = out.read_json("report.json")  # before the stage writes: its datasets are new
     section = stage(spark, args.input, out, cfg) if needs_input else stage(spark, out, cfg)
-    old = out.read_json("report.json")
     if old.get("parameters") not in (None, cfg.to_dict()):
         log.warning(
             "%s: warning: parameters differ from the earlier stages recorded in report.json", prog

@@ -6,10 +6,10 @@
 #                                   (see FAST below and the markers in pyproject.toml)
 #   bash scripts/test.sh [--fast] [pytest args...]   e.g. tests/test_minhash.py -k golden
 #
-# The suite runs on LSH_SPARK_TEST_WORKERS pytest-xdist workers (default: the number
-# of cores, at most 4), each with its own local SparkSession; 0 runs in one process.
-# A run of named test files or -k/-x/--pdb selections uses one process unless the
-# variable is set, so a single test starts one session only.
+# The whole suite runs on LSH_SPARK_TEST_WORKERS pytest-xdist workers (default: the
+# number of cores, at most 4), each with its own local SparkSession; 0 runs in one
+# process. --fast, named test files and -k/-x/--pdb selections use one process unless
+# the variable is set.
 set -euo pipefail
 export LSH_SPARK_EXTRAS=test
 source "$(dirname "${BASH_SOURCE[0]}")/setup-env.sh"
@@ -24,7 +24,7 @@ narrow=0
 for arg in "$@"; do
   case "$arg" in
     --fast) fast=1 ;;
-    -k | -x | --pdb | --lf | -n | --numprocesses | -p) narrow=1; args+=("$arg") ;;
+    -k | -x | --pdb | --lf | -n | --numprocesses) narrow=1; args+=("$arg") ;;
     tests/* | lsh_spark/* | ./*) narrow=1; args+=("$arg") ;;
     *) args+=("$arg") ;;
   esac
@@ -33,7 +33,8 @@ if [ "$fast" = 1 ]; then args=(-m "$FAST" "${args[@]}"); fi
 
 cores="$(nproc 2>/dev/null || echo 2)"
 default_workers=$((cores < 4 ? cores : 4))
-if [ "$narrow" = 1 ]; then default_workers=0; fi
+# The fast selection is CPU-bound in one local[2] session: more workers only compete.
+if [ "$narrow" = 1 ] || [ "$fast" = 1 ]; then default_workers=0; fi
 workers="${LSH_SPARK_TEST_WORKERS:-$default_workers}"
 if [ "$workers" -gt 1 ]; then
   # loadscope: a module's tests stay on one worker, so module-scoped fixtures (one

@@ -79,6 +79,7 @@ def test_predicted_recall_matches_a_real_run(spark, tmp_path, corpus):
     out.abort()
 
 
+@pytest.mark.heavy
 def test_recommendation_reaches_the_target_and_is_checked_on_the_sample(spark, corpus):
     advice = advise(spark, str(corpus), DedupConfig(threshold=0.8, target_recall=0.99), sample=500)
     rec = advice["recommended"]
@@ -96,6 +97,7 @@ def test_recommendation_reaches_the_target_and_is_checked_on_the_sample(spark, c
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
 
+@pytest.mark.heavy
 def test_vector_advice_predicts_hyperplane_recall(spark, tmp_path):
     rng = np.random.default_rng(9)
     x = rng.standard_normal((300, 8))

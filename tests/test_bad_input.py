@@ -305,6 +305,7 @@ def test_emoji_with_variation_selector_is_rejected(spark, bad_run):
 
 
 # -- other input formats ---------------------------------------------------------
+@pytest.mark.heavy
 def test_csv_malformed_rows_are_rejected(spark, tmp_path):
     good = _good_docs(8)
     buf = io.StringIO()
@@ -332,6 +333,7 @@ def test_csv_malformed_rows_are_rejected(spark, tmp_path):
     assert clustered == {d["id"] for d in good} | {"c-quoted"}
 
 
+@pytest.mark.heavy
 def test_text_input_derived_ids_are_deterministic(spark, tmp_path):
     good = [" ".join(d["text"].split()) for d in _good_docs(10)]
     lines = good + [
@@ -380,6 +382,7 @@ def test_text_input_derived_ids_are_deterministic(spark, tmp_path):
     assert report1["counts"]["duplicate_clusters"] == 2
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("shingle", ["word", "char"])
 def test_text_input_that_is_not_utf8_is_decoded_like_the_jvm_does(spark, tmp_path, shingle):
     # Spark's text reader passes a line's bytes on unchecked: a Latin-1 file
@@ -626,6 +629,7 @@ def _check_warc_batch_rejects(rejects: list, ids: dict) -> None:
     assert reasons[-1] == "invalid_record: no WARC record in empty.warc.gz"
 
 
+@pytest.mark.heavy
 def test_warc_batch_with_nul_bytes_undeclared_charset_a_repeated_and_an_empty_file(spark, tmp_path):
     src = tmp_path / "batch"
     src.mkdir()
@@ -642,6 +646,7 @@ def test_warc_batch_with_nul_bytes_undeclared_charset_a_repeated_and_an_empty_fi
     assert texts["https://a.example/nul"].split()[:2] == ["plainwordsaroundnulbytes", "filler"]
 
 
+@pytest.mark.heavy
 def test_crawl_batch_with_a_repeated_and_an_empty_file(spark, tmp_path):
     from lsh_spark.crawl import run_crawl_batch
     from lsh_spark.index import CrawlIndex

@@ -172,6 +172,7 @@ def test_duplicate_groups_give_every_copy_its_representatives_pairs(spark):
     assert single.expand(near, 100) is near
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("subset", ["abcdefghq", "abe"])
 def test_duplicate_groups_planned_for_a_bound_give_the_counted_results(spark, subset):
     """plan_for: expand and copies planned without counting the groups first
@@ -201,6 +202,7 @@ def test_duplicate_groups_planned_for_a_bound_give_the_counted_results(spark, su
     assert planned.stats() == counted.stats()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("max_group", [2, 3])
 def test_persisted_duplicate_groups_give_the_same_results(spark, max_group):
     # Groups of 2 (expanded), 3 (bounded at max_group 2) and 1 (none); the

@@ -32,6 +32,7 @@ def check(spark, vertices, edges):
         assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
 
+@pytest.mark.heavy
 def test_long_chain_in_shuffled_order(spark):
     order = list(range(1, 65))
     random.Random(3).shuffle(order)
@@ -48,6 +49,7 @@ def test_stars_cycles_and_several_components(spark):
     check(spark, vertices, edges)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("finish_in_one_task", [True, False])
 def test_random_graph_against_union_find(spark, monkeypatch, finish_in_one_task):
     import lsh_spark.cluster as C
@@ -61,6 +63,7 @@ def test_random_graph_against_union_find(spark, monkeypatch, finish_in_one_task)
     check(spark, vertices, edges)
 
 
+@pytest.mark.heavy
 def test_rounds_saved_as_parquet_in_the_checkpoint_dir(spark, tmp_path, monkeypatch):
     import lsh_spark.cluster as C
 
@@ -100,6 +103,7 @@ def test_round_limit_is_an_error_not_a_wrong_answer(spark):
         connected_components(e, v, max_iterations=1, contract=False)
 
 
+@pytest.mark.heavy
 def test_round_limit_resumes_from_the_last_saved_round(spark, tmp_path):
     """One round per call: each call stops at its limit with its round saved (the
     one before deleted), the next continues from it, and the last gives the

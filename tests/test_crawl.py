@@ -92,6 +92,7 @@ def urls(spark, out, name, col="url"):
     return sorted(r[col] for r in spark.read.parquet(str(out / name)).collect())
 
 
+@pytest.mark.heavy
 def test_first_batch_creates_the_index(crawl, spark):
     r = crawl["reports"]["batch-1"]
     out = crawl["root"] / "out" / "batch-1"
@@ -112,6 +113,7 @@ def test_first_batch_creates_the_index(crawl, spark):
     assert r["index"]["after"]["bytes"] > 0 and r["index"]["after"]["bytes_per_document"] > 0
 
 
+@pytest.mark.heavy
 def test_second_batch_finds_copies_of_indexed_pages(crawl, spark):
     r = crawl["reports"]["batch-2"]
     out = crawl["root"] / "out" / "batch-2"
@@ -146,6 +148,7 @@ def test_second_batch_finds_copies_of_indexed_pages(crawl, spark):
     assert r["lookup"]["index_documents_looked_up"] >= 2
 
 
+@pytest.mark.heavy
 def test_rerun_of_a_committed_batch_changes_nothing(crawl, spark):
     index = str(crawl["index"])
     before = tree_digest(index)
@@ -272,6 +275,7 @@ def test_a_run_that_dies_leaves_the_index_as_it_was(crawl, spark, tmp_path, monk
     assert r["status"] == "committed" and r["index"]["after"]["version"] == 3
 
 
+@pytest.mark.heavy
 def test_conflicting_commit_and_wrong_parameters_are_refused(crawl, spark, tmp_path):
     index = tmp_path / "index"
     shutil.copytree(crawl["index"], index)

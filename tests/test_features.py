@@ -31,6 +31,7 @@ TEXTS = [
 ]
 
 
+@pytest.mark.heavy
 def test_packed_features_hold_the_same_sets(spark):
     # dedup.py's signature pass packs each set into one binary value; every
     # other column, and the hashes themselves, are those of the unpacked pass.

@@ -148,6 +148,7 @@ def _late_corpus(path, late_id):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("late_id", [40, "late"])
 def test_dedup_types_ids_from_the_whole_input_and_keeps_every_column(spark, tmp_path, late_id):
     from lsh_spark.pipeline import run_dedup

@@ -42,6 +42,7 @@ def vectors(tmp_path_factory):
     return path, [r["id"] for r in good], np.array([r["vector"] for r in good])
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "method,kw", [("hyperplane", {"threshold": 0.97}), ("pstable", {"max_distance": 0.6})]
 )
@@ -118,6 +119,7 @@ def test_mllib_vectors_are_accepted(spark, tmp_path, vectors):
     assert report["rejects_by_reason"] == {"zero_vector": 1}
 
 
+@pytest.mark.heavy
 def test_simhash_clusters_equal_brute_force_over_the_fingerprints(spark, tmp_path, sample_path):
     out = tmp_path / "out"
     cfg = DedupConfig(method="simhash", max_hamming=4, simhash_blocks=7)

@@ -13,6 +13,9 @@ from lsh_spark.synth import mutate
 
 THRESHOLD = 0.8
 
+# Pipeline runs on a planted corpus of hundreds of documents: the full suite's.
+pytestmark = pytest.mark.heavy
+
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory, sample_path):
@@ -144,6 +147,7 @@ def test_template_family_is_bounded_and_reported(spark, sample_path, tmp_path):
     assert all(p.jaccard >= 0.8 for p in pairs)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("pairs_per_task", [None, 3])
 def test_block_verification_gives_the_same_pairs(
     spark, planted, result, tmp_path, monkeypatch, pairs_per_task
@@ -176,6 +180,7 @@ def test_block_verification_gives_the_same_pairs(
         assert work["split_groups"] == 0 and work["tasks"] == work["groups"]
 
 
+@pytest.mark.heavy
 def test_families_above_the_bound_keep_their_clusters(spark, planted, result, tmp_path):
     """--max-family-size: pairs/ holds a spanning forest of each larger family;
     clusters/ is the same as when every pair is written."""

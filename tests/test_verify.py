@@ -298,6 +298,7 @@ def test_block_pairs_by_row_range_add_up_to_the_whole_block(monkeypatch, parts, 
             assert np.all((i >= a) & (i < b) & (j > i))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "max_group,one_task,pairs_per_task,packed",
     [
@@ -361,6 +362,7 @@ def test_blocks_and_pair_path_give_identical_pairs(
     assert len(want) > 200
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("id_type", ["string", "bigint"])
 def test_block_groups_in_one_task_equal_the_distributed_ones(spark, monkeypatch, id_type):
     """The one-task block groups (numpy) give the rows of the joins and
@@ -411,6 +413,7 @@ def test_block_groups_in_one_task_equal_the_distributed_ones(spark, monkeypatch,
         memberships.unpersist()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "max_group,pairs_per_task", [(1000, 1 << 20), (1000, 100), (30, 1 << 20), (30, 100)]
 )
@@ -468,6 +471,7 @@ def test_family_above_the_bound_writes_a_spanning_forest(
     assert work["largest_forest_families"] == [{"smallest_id": "d000", "size": 40}]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("pairs_per_task", [1 << 20, 60])
 def test_block_tasks_give_copies_the_pairs_the_joins_give(spark, monkeypatch, pairs_per_task):
     # Members with identical texts: the block tasks expand each pair to every
@@ -498,6 +502,7 @@ def test_block_tasks_give_copies_the_pairs_the_joins_give(spark, monkeypatch, pa
     assert got.filter("id_a >= id_b").count() == 0
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("sizes", [[3, 5, 4], [1, 1], [37]])
 def test_share_slots_give_every_share_its_own_partition(spark, sizes):
     """Hash-partitioned on their slot, n shares fill exactly n partitions, one each."""
@@ -519,6 +524,7 @@ def test_share_slots_give_every_share_its_own_partition(spark, sizes):
     assert len(placed) == n and all(r.shares == 1 for r in placed)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("shares,n", [(5, 2), (7, 3), (4, 4), (3, 8)])
 def test_share_slots_spread_more_shares_than_partitions_round_robin(spark, shares, n):
     """With more shares than partitions (a count fixed before the shares were
@@ -540,6 +546,7 @@ def test_share_slots_spread_more_shares_than_partitions_round_robin(spark, share
     assert placed[0] >= shares // n and placed[-1] <= -(-shares // n)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("pairs_per_task", [None, 3])
 def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(
     spark, tmp_path, sample_path, monkeypatch, pairs_per_task
@@ -602,6 +609,7 @@ def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(
         assert work["split_tasks"] > int(spark.conf.get("spark.sql.shuffle.partitions"))
 
 
+@pytest.mark.heavy
 def test_verify_broadcast_and_shuffled_shingles_give_the_same_pairs(
     spark, tmp_path, sample_path, monkeypatch
 ):

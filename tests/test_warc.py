@@ -114,6 +114,7 @@ def test_format_detection():
         DedupConfig(format="arc")
 
 
+@pytest.mark.heavy
 def test_dedup_job_reads_warc(spark, tmp_path):
     from lsh_spark.pipeline import run_dedup
 
