@@ -129,8 +129,9 @@ def _fsspec_fs(scheme: str, authority: str, path: str) -> pafs.FileSystem:
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
 
 
-def _arrow_fs(spark: SparkSession, scheme: str, authority: str, path: str) -> pafs.FileSystem:
-    """The pyarrow file system of URIs with ``scheme`` and ``authority``."""
+def _arrow_fs(scheme: str, authority: str, path: str, endpoint: str | None) -> pafs.FileSystem:
+    """The pyarrow file system of URIs with ``scheme`` and ``authority``; S3 at
+    ``endpoint`` (:func:`s3_endpoint`) where one is configured."""
     if scheme in ("", "file"):
         return pafs.LocalFileSystem()
     if scheme == "dbfs" and os.path.isdir("/dbfs"):
@@ -139,7 +140,6 @@ def _arrow_fs(spark: SparkSession, scheme: str, authority: str, path: str) -> pa
         return _fsspec_fs(scheme, authority, path)
     if scheme in _S3_SCHEMES:
         # An S3-compatible store (MinIO, ...) configured for Spark's S3A connector.
-        endpoint = spark.conf.get("spark.hadoop.fs.s3a.endpoint", None)
         if endpoint:
             http = endpoint.startswith("http://")
             return pafs.S3FileSystem(
@@ -176,12 +176,12 @@ class FileSystem:
         if self._scheme == "":
             self._scheme = "file"
         self._local = self._scheme == "file"
-        self._fs = _arrow_fs(spark, self._scheme, self._authority, path)
+        s3 = self._scheme in _S3_SCHEMES
+        self._s3_endpoint = s3_endpoint(spark) if s3 else None
+        self._fs = _arrow_fs(self._scheme, self._authority, path, self._s3_endpoint)
         # dbfs:/ through the driver's /dbfs mount, or a bucket (container) first.
         self._root = "/dbfs" if self._scheme == "dbfs" and not self._fsspec else ""
         self._bucketed = self._scheme in OBJECT_STORE_SCHEMES and self._scheme != "dbfs"
-        s3 = self._scheme in _S3_SCHEMES
-        self._s3_endpoint = spark.conf.get("spark.hadoop.fs.s3a.endpoint", None) if s3 else None
 
     @property
     def _fsspec(self) -> bool:
@@ -257,18 +257,6 @@ class FileSystem:
             return [info.base_name] if info.type == pafs.FileType.File else []
         found = self._fs.get_file_info(pafs.FileSelector(self._p(path)))
         return sorted(f.base_name for f in found if not self._checksum(f.base_name))
-
-    def rename_new(self, src: str, dst: str) -> bool:
-        """Rename ``src`` to ``dst`` unless ``dst`` exists; False if it does.
-
-        The check runs just before the rename: two runs committing the same
-        name at the same moment are told apart by the version check before it
-        (see ``CrawlIndex.commit``).
-        """
-        if self.exists(dst):
-            return False
-        self.rename(src, dst)
-        return True
 
     def list_files(self, path: str) -> list[str]:
         """Data files below ``path`` (recursively), skipping hidden and ``_`` files."""
@@ -487,23 +475,12 @@ def open_input(name: str, endpoint: str | None = None) -> pa.NativeFile:
     seekable, through ``pyarrow.fs``; on the driver or in a Python worker, which
     has no session: S3 takes the ``endpoint`` of :func:`s3_endpoint`."""
     scheme, authority, rest = _split(name)
-    if scheme in ("", "file"):
-        return pafs.LocalFileSystem().open_input_file(rest)
-    if scheme in _S3_SCHEMES:
-        if endpoint:
-            fs = pafs.S3FileSystem(
-                endpoint_override=endpoint.split("://")[-1],
-                scheme="http" if endpoint.startswith("http://") else "https",
-            )
-        else:
-            fs = pafs.S3FileSystem()
-        return fs.open_input_file(authority + rest)
-    if scheme == "hdfs":
-        fs = pafs.FileSystem.from_uri(f"hdfs://{authority or 'default'}/")[0]
-        return fs.open_input_file(rest)
-    raise ConfigError(
-        f"{name}: file system {scheme!r} is not supported; supported: {SUPPORTED_SCHEMES}"
-    )
+    if scheme not in ("", "file", "hdfs", *_S3_SCHEMES):
+        raise ConfigError(
+            f"{name}: file system {scheme!r} is not supported; supported: {SUPPORTED_SCHEMES}"
+        )
+    fs = _arrow_fs(scheme, authority, name, endpoint)
+    return fs.open_input_file(authority + rest if scheme in _S3_SCHEMES else rest)
 
 
 def _check_parquet_footers(spark: SparkSession, files: list[str]) -> None:

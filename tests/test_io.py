@@ -236,10 +236,7 @@ def test_file_system_writes_reads_renames_and_deletes(spark, tmp_path):
     assert fs.read_text(f"file:{tmp_path}/new/dir/m.json") == '{"é": 1}\r\n'
     fs.write_bytes(f"{tmp_path}/new/b.bin", b"\x00\x01")
     assert (tmp_path / "new" / "b.bin").read_bytes() == b"\x00\x01"
-    fs.write_text(f"{tmp_path}/new/dir/other.json", "{}")
-    assert fs.rename_new(f"{tmp_path}/new/dir/m.json", f"{tmp_path}/new/dir/other.json") is False
-    assert fs.read_text(f"{tmp_path}/new/dir/other.json") == "{}"  # left alone
-    assert fs.rename_new(f"{tmp_path}/new/dir/m.json", f"{tmp_path}/v/m.json") is True
+    fs.rename(f"{tmp_path}/new/dir/m.json", f"{tmp_path}/v/m.json")  # parents created
     assert not fs.exists(f"{tmp_path}/new/dir/m.json") and fs.exists(f"{tmp_path}/v/m.json")
     fs.rename(f"{tmp_path}/new", f"{tmp_path}/a/b/moved")  # a directory, parents created
     assert sorted(os.listdir(tmp_path / "a" / "b" / "moved")) == ["b.bin", "dir"]
