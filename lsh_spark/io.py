@@ -813,12 +813,6 @@ _OWNER = "_lsh_spark_run"  # JSON {run, host, pid} of the process writing a dire
 _SUCCESS = "_SUCCESS"
 
 
-def fault_point(step: str) -> None:
-    """Test hook at output commit step ``step``: ``LSH_SPARK_FAULT=commit:<step>``
-    kills this process there (:mod:`lsh_spark.faults`)."""
-    maybe_die(f"commit:{step}")
-
-
 def _owner_record(run: str) -> bytes:
     return json.dumps({"run": run, "host": socket.gethostname(), "pid": os.getpid()}).encode()
 
@@ -965,24 +959,24 @@ class StagedOutput(_KnownSchemas):
         """
         if self.fs.object_store:
             self._check_owner()
-            fault_point("staged")
+            maybe_die("commit:staged")
             self.fs.write_text(self.path(_SUCCESS), "")
             self.committed = True
             return
         self.fs.write_text(self.path(_SUCCESS), "")
-        fault_point("staged")
+        maybe_die("commit:staged")
         if self.fs.exists(self.output):
             self._check_overwrite()
             self.fs.rename(self.output, self.aside)
-            fault_point("aside")
+            maybe_die("commit:aside")
         self._publish()
         self.committed = True
-        fault_point("published")
+        maybe_die("commit:published")
         try:
             if self.fs.exists(self.aside):
                 # Unmarked first: a half-deleted old output never looks complete.
                 self.fs.delete(f"{self.aside}/{_SUCCESS}")
-                fault_point("deleting-old")
+                maybe_die("commit:deleting-old")
                 self.fs.delete(self.aside)
         except OSError as exc:  # committed all the same; the next run deletes it
             log.warning("could not delete the old output %s (%s)", self.aside, exc)
@@ -1080,14 +1074,14 @@ class StagewiseOutput(_KnownSchemas):
         old = f"{self.staging}/_old/{name}"
         if self.fs.exists(self.path(name)):
             self.fs.rename(self.path(name), old)
-            fault_point("aside")
+            maybe_die("commit:aside")
         try:
             self.fs.rename(f"{self.staging}/{name}", self.path(name))
         except BaseException:
             if self.fs.exists(old):
                 self.fs.rename(old, self.path(name))
             raise
-        fault_point("published")
+        maybe_die("commit:published")
         self.fs.delete(old)
 
     def read_json(self, name: str) -> dict:
