@@ -1,11 +1,15 @@
-"""Helpers of the tests that start Spark servers (a standalone cluster, Spark
-Connect) from the installed PySpark on 127.0.0.1."""
+"""Helpers of the tests that start child processes from the installed PySpark:
+``spark-submit`` runs of the jobs, and Spark servers (a standalone cluster, Spark
+Connect) on 127.0.0.1."""
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def free_port() -> int:
@@ -34,3 +38,18 @@ def listening(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(1)
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def spark_submit(job: str, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The ``spark-submit`` command of ``jobs/<job>`` in local mode, and an
+    environment whose driver and workers use the test interpreter."""
+    bin_dir = os.path.dirname(sys.executable)
+    cmd = [os.path.join(bin_dir, "spark-submit"), "--master", "local[2]"]
+    cmd += [os.path.join(ROOT, "jobs", job), *args]
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+    )
+    return cmd, env

@@ -16,11 +16,11 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 from crawlgen import batches, day
+from servers import spark_submit
 
 from lsh_spark import index as index_mod
 from lsh_spark.config import DedupConfig
@@ -64,23 +64,8 @@ def crawl(spark, tmp_path_factory):
 def crawl_job(batch, index, out, fault: str | None = None) -> tuple[list[str], dict[str, str]]:
     """The spark-submit command of jobs/crawl_dedup.py and its environment
     (``fault``: the value of $LSH_SPARK_FAULT, see lsh_spark/faults.py)."""
-    cmd = [
-        os.path.join(os.path.dirname(sys.executable), "spark-submit"),
-        "--master",
-        "local[2]",
-        os.path.join(ROOT, "jobs", "crawl_dedup.py"),
-        "--batch",
-        str(batch),
-        "--index",
-        str(index),
-        "--output",
-        str(out),
-    ]
-    env = dict(
-        os.environ,
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    cmd, env = spark_submit(
+        "crawl_dedup.py", "--batch", str(batch), "--index", str(index), "--output", str(out)
     )
     env.pop("LSH_SPARK_FAULT", None)
     if fault:

@@ -8,13 +8,13 @@ import json
 import os
 import random
 import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from reference import jaccard, normalize, word_shingles
+from servers import spark_submit
 
 import lsh_spark.decontam as decontam
 from lsh_spark.config import ConfigError, DecontamConfig, DedupConfig
@@ -254,19 +254,9 @@ def test_bad_records_are_rejected_with_reasons_and_parquet_references_work(spark
 @pytest.mark.slow
 def test_bundled_reference_command(tmp_path):
     out = tmp_path / "decontam"
-    cmd = [
-        os.path.join(os.path.dirname(sys.executable), "spark-submit"),
-        "--master",
-        "local[2]",
-        os.path.join(ROOT, "jobs", "decontaminate.py"),
-        "--input",
-        SAMPLE,
-        "--reference",
-        REFERENCE,
-        "--output",
-        str(out),
-    ]
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    cmd, env = spark_submit(
+        "decontaminate.py", "--input", SAMPLE, "--reference", REFERENCE, "--output", str(out)
+    )
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
