@@ -7,7 +7,9 @@ At the repository root so the fixtures also reach the doctests collected from
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import urllib.request
 
 import pytest
 
@@ -42,3 +44,33 @@ def spark(tmp_path_factory):
 @pytest.fixture(scope="session")
 def sample_path():
     return SAMPLE
+
+
+@pytest.fixture
+def s3(spark, monkeypatch):
+    """An empty bucket on a moto server on a free port; Spark's S3A endpoint
+    points at it for the test."""
+    server_mod = pytest.importorskip(
+        "moto.server", reason="moto[server] is not installed (pip install -e '.[test]')"
+    )
+    import boto3
+
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        # moto keeps its buckets per process: start from an empty store.
+        urllib.request.urlopen(urllib.request.Request(endpoint + "/moto-api/reset", method="POST"))
+        client = boto3.client("s3", endpoint_url=endpoint)
+        client.create_bucket(Bucket="lsh-index")
+        spark.conf.set("spark.hadoop.fs.s3a.endpoint", endpoint)
+        yield client
+    finally:
+        spark.conf.unset("spark.hadoop.fs.s3a.endpoint")
+        server.stop()

@@ -361,9 +361,9 @@ class FileSystem:
         - S3: a PUT with ``If-None-Match: *`` (boto3, extra ``lsh-spark[s3]``);
         - GCS and Azure (fsspec): ``pipe_file(mode="create")``, which gcsfs sends
           with ``ifGenerationMatch=0`` and adlfs as an upload without overwrite;
-        - HDFS: libhdfs has no exclusive create, so the check runs just before
-          the write and two writers at the same moment can both succeed; a
-          warning says so.
+        - HDFS and the /dbfs mount: no exclusive create, so the check runs just
+          before the write and two writers at the same moment can both succeed;
+          a warning says so.
         """
         target = self._p(path)
         self._fs.create_dir(posixpath.dirname(target), recursive=True)
@@ -378,9 +378,10 @@ class FileSystem:
                 return False
             return True
         log.warning(
-            "%s: HDFS has no exclusive create through libhdfs; the check before the "
-            "write is not atomic, so run one index writer at a time",
+            "%s: %s has no exclusive create here (libhdfs, the /dbfs mount); the check "
+            "before the write is not atomic, so run one writer at a time",
             path,
+            self._scheme,
         )
         if self.exists(path):
             return False
@@ -927,7 +928,14 @@ class StagedOutput(_KnownSchemas):
         self.overwrite = overwrite
         self.committed = False
         self.schemas = {}
-        self.fs.write_bytes(f"{self.staging}/{_OWNER}", _owner_record(self.run))
+        owner, record = f"{self.staging}/{_OWNER}", _owner_record(self.run)
+        if not in_place:  # a directory of this run's own
+            self.fs.write_bytes(owner, record)
+        elif not self.fs.create_exclusive(owner, record):  # two runs on one new path
+            raise ConfigError(
+                f"--output: another run started writing {output} at the same moment; "
+                "this one stopped without writing"
+            )
 
     def path(self, name: str) -> str:
         return f"{self.staging}/{name}"

@@ -400,3 +400,39 @@ def test_object_store_abort_deletes_only_its_own_run(memory_gcs):
         mine.commit()
     mine.abort()
     assert mine.fs.exists(f"{out}/_lsh_spark_run") and not mine.fs.exists(f"{out}/_SUCCESS")
+
+
+# -- S3 (a moto server on 127.0.0.1; see the s3 fixture in conftest.py) ----------
+@pytest.mark.s3
+def test_s3_output_commit_writes_in_place_and_refuses_a_second_run(s3, spark, monkeypatch):
+    out = "s3a://lsh-index/out"
+    first = StagedOutput(spark, out)
+    write_dataset(first.fs, first.path("clusters"), "first", 3)
+    # A second run that checked the path just before the first created its owner
+    # record: the exclusive create (a PUT with If-None-Match) stops it.
+    real_exists = FileSystem.exists
+    monkeypatch.setattr(FileSystem, "exists", lambda fs, p: p != out and real_exists(fs, p))
+    with pytest.raises(ConfigError, match="another run started writing"):
+        StagedOutput(spark, out)
+    monkeypatch.setattr(FileSystem, "exists", real_exists)
+    first.commit()
+    listed = s3.list_objects_v2(Bucket="lsh-index")["Contents"]
+    keys = sorted(o["Key"] for o in listed if not o["Key"].endswith("/"))  # not dir markers
+    data = [f"out/clusters/part-0000{i}.parquet" for i in range(3)]
+    assert keys == sorted(["out/_SUCCESS", "out/_lsh_spark_run", "out/clusters/_SUCCESS", *data])
+    with pytest.raises(ConfigError, match="object store an output is not replaced"):
+        StagedOutput(spark, out, overwrite=True)
+
+
+@pytest.mark.s3
+def test_s3_run_killed_before_its_commit_is_deleted_by_the_next(s3, spark):
+    out = "s3a://lsh-index/out"
+    killed = StagedOutput(spark, out)
+    write_dataset(killed.fs, killed.path("clusters"), "killed", 2)
+    owner = {"run": killed.run, "host": socket.gethostname(), "pid": 2**22 + 1}  # gone
+    killed.fs.write_text(killed.path("_lsh_spark_run"), json.dumps(owner))
+    again = StagedOutput(spark, out)
+    assert not again.fs.exists(f"{out}/clusters")
+    write_dataset(again.fs, again.path("clusters"), "again", 1)
+    again.commit()
+    assert again.fs.list_names(f"{out}/clusters") == ["_SUCCESS", "part-00000.parquet"]

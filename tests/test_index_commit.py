@@ -8,10 +8,8 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import socket
 import threading
 import time
-import urllib.request
 
 import pytest
 
@@ -147,36 +145,6 @@ def test_garbage_collection_keeps_what_a_reader_or_writer_may_need(spark, tmp_pa
 
 
 # -- S3: an S3 API server (moto) on 127.0.0.1 -------------------------------------
-@pytest.fixture
-def s3(spark, monkeypatch):
-    """An empty bucket on a moto server on a free port; Spark's S3A endpoint
-    points at it for the test."""
-    server_mod = pytest.importorskip(
-        "moto.server", reason="moto[server] is not installed (pip install -e '.[test]')"
-    )
-    import boto3
-
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        # moto keeps its buckets per process: start from an empty store.
-        urllib.request.urlopen(urllib.request.Request(endpoint + "/moto-api/reset", method="POST"))
-        client = boto3.client("s3", endpoint_url=endpoint)
-        client.create_bucket(Bucket="lsh-index")
-        spark.conf.set("spark.hadoop.fs.s3a.endpoint", endpoint)
-        yield client
-    finally:
-        spark.conf.unset("spark.hadoop.fs.s3a.endpoint")
-        server.stop()
-
-
 @pytest.mark.s3
 def test_the_s3_server_refuses_a_second_conditional_put(s3):
     from botocore.exceptions import ClientError
