@@ -15,6 +15,12 @@ export LSH_SPARK_EXTRAS=test
 source "$(dirname "${BASH_SOURCE[0]}")/setup-env.sh"
 cd "$ROOT"
 
+# Every JVM of the tests (the session's, spark-submit children, servers) compiles with
+# C1 only: the tests' JVMs are short-lived and run tiny queries, and the C2 compiler
+# took about half of a spark-submit child's CPU (CONTRIBUTING.md). Jobs users run are
+# not affected: the variable is set for the tests alone.
+export JDK_JAVA_OPTIONS="${JDK_JAVA_OPTIONS:+$JDK_JAVA_OPTIONS }-XX:TieredStopAtLevel=1"
+
 # The one definition of the fast selection: no child processes (spark-submit, servers).
 FAST="not slow and not heavy and not cluster and not connect and not s3"
 

@@ -43,17 +43,17 @@ FLAGS = [
 ]
 
 
-def submit(job: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+def submit(
+    job: str, *args: str, timeout: int = 600, launcher: str = "spark-submit"
+) -> subprocess.CompletedProcess:
+    """Run ``jobs/<job>`` with ``spark-submit``, or (``launcher="python"``) with the
+    interpreter alone, which is enough for errors found before the session starts."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    cmd = [
-        SPARK_SUBMIT,
-        "--master",
-        "local[2]",
-        "--conf",
-        "spark.ui.enabled=false",
-        os.path.join(JOBS, job),
-        *args,
-    ]
+    if launcher == "python":
+        cmd = [sys.executable]
+    else:
+        cmd = [SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
+    cmd += [os.path.join(JOBS, job), *args]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -95,6 +95,8 @@ def test_help_lists_every_flag(require_spark_submit):
 
 
 # -- (b) invalid options fail fast, exit 2, one line ----------------------------
+# Found before any session starts, so they run without spark-submit; that
+# spark-submit passes the exit code and the line on is tested with --method below.
 @pytest.mark.parametrize(
     "args, option",
     [
@@ -110,7 +112,7 @@ def test_invalid_option_exits_2_with_one_line(require_spark_submit, tmp_path, ar
     base = ["--input", SAMPLE, "--output", str(tmp_path / "out")]
     if "--input" in args:
         base = base[2:]
-    proc = submit("dedup.py", *base, *args)
+    proc = submit("dedup.py", *base, *args, launcher="python")
     assert proc.returncode == 2, explain(proc)
     lines = job_lines(proc, "dedup.py")
     assert len(lines) == 1, explain(proc)
