@@ -492,6 +492,15 @@ class DedupConfig:
         check=COLUMN_NAME,
     )
     text_col: str = option("text", "column holding the document text", check=COLUMN_NAME)
+    schema: str | None = option(
+        None,
+        "JSON Lines and CSV input: the input's columns as a Spark DDL string, e.g. "
+        "'id STRING, text STRING, url STRING' (CSV: in the header's order); saves the pass "
+        "over the whole input that infers them. A record that does not fit is rejected "
+        "(invalid_record)",
+        type=str,
+        default_text="inferred from the input",
+    )
     text_unit: str = option(
         "line", "for --format text: one document per 'line' or per 'file'", choices=TEXT_UNITS
     )

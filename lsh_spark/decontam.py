@@ -125,6 +125,7 @@ def _reference_config(cfg: DedupConfig, dc: DecontamConfig) -> DedupConfig:
             "format": dc.reference_format,
             "id_col": dc.reference_id_col,
             "text_col": dc.reference_text_col,
+            "schema": None,  # the references' own columns, inferred
         }
     )
 

@@ -551,16 +551,37 @@ def _infer_json(spark: SparkSession, path: str) -> T.StructType:
     return schema
 
 
-def _read_jsonl(spark: SparkSession, path: str) -> DataFrame:
-    """JSON Lines with the schema Spark infers from the whole input (once per
-    input listing in this process)."""
+def given_schema(ddl: str) -> T.StructType:
+    """The input's columns from ``--schema`` (a Spark DDL string), with the
+    column that holds unparseable records.  Spark parses the string (no job)."""
+    allowed = "allowed: a Spark DDL string of columns, such as 'id STRING, text STRING'"
+    try:
+        struct = T.StructType.fromDDL(ddl)
+    except Exception as exc:  # Spark's parser: ParseException, or an RPC error over Connect
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"--schema: cannot parse {ddl!r} ({reason}); {allowed}") from None
+    if not isinstance(struct, T.StructType) or not struct.fields:
+        raise ConfigError(f"--schema: got {ddl!r}, which names no columns; {allowed}")
+    if CORRUPT not in struct.names:
+        struct = struct.add(T.StructField(CORRUPT, T.StringType(), True))
+    return struct
+
+
+def _read_jsonl(spark: SparkSession, path: str, schema: str | None = None) -> DataFrame:
+    """JSON Lines with the columns of ``schema`` (``--schema``), or else the
+    schema Spark infers from the whole input (once per input listing in this
+    process): a pass over all of it that ``--schema`` saves."""
+    if schema is not None:
+        return _json_reader(spark, given_schema(schema)).json(path)
     key = _json_key(spark, path)
     if key not in _JSON_SCHEMAS:
         _JSON_SCHEMAS[key] = _infer_json(spark, path)
     return _json_reader(spark, _JSON_SCHEMAS[key]).json(path)
 
 
-def _read_csv(spark: SparkSession, path: str, sep: str) -> DataFrame:
+def _read_csv(spark: SparkSession, path: str, sep: str, given: str | None = None) -> DataFrame:
+    """CSV with a header: every column a string, or the columns of ``given``
+    (``--schema``, matched to the header's by position)."""
     reader = (
         spark.read.option("header", "true")
         .option("multiLine", "true")
@@ -568,11 +589,14 @@ def _read_csv(spark: SparkSession, path: str, sep: str) -> DataFrame:
         .option("sep", sep)
         .option("recursiveFileLookup", "true")
     )
-    header = reader.csv(path).schema
-    schema = T.StructType(
-        [T.StructField(f.name, T.StringType(), True) for f in header]
-        + [T.StructField(CORRUPT, T.StringType(), True)]
-    )
+    if given is not None:
+        schema = given_schema(given)
+    else:
+        header = reader.csv(path).schema
+        schema = T.StructType(
+            [T.StructField(f.name, T.StringType(), True) for f in header]
+            + [T.StructField(CORRUPT, T.StringType(), True)]
+        )
     return (
         reader.schema(schema)
         .option("mode", "PERMISSIVE")
@@ -606,10 +630,16 @@ def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataF
     were derived).  Raises :class:`ConfigError` for a missing input, an unknown
     format, or a missing text column.
 
-    JSON Lines is read with the schema Spark infers from the whole input.
+    JSON Lines is read with the columns of ``cfg.schema`` (``--schema``), or
+    else with the schema Spark infers from the whole input.
     """
     files = input_files(spark, path)
     fmt = cfg.format or detect_format(files)
+    if cfg.schema is not None and fmt not in ("jsonl", "csv"):
+        raise ConfigError(
+            f"--schema: given for --format {fmt}, whose columns are known; "
+            "allowed: only with jsonl or csv input"
+        )
     if fmt == "warc":
         if cfg.id_col != "id":
             raise ConfigError(
@@ -649,10 +679,10 @@ def _read_format(
     """The input as Spark reads ``fmt`` (not WARC), with ``CORRUPT`` where the
     format can have unparseable records and ``file_path`` for text."""
     if fmt == "jsonl":
-        return _read_jsonl(spark, path)
+        return _read_jsonl(spark, path, cfg.schema)
     if fmt == "csv":
         tsv = all(".tsv" in posixpath.basename(f).lower() for f in files)
-        return _read_csv(spark, path, "\t" if tsv else ",")
+        return _read_csv(spark, path, "\t" if tsv else ",", cfg.schema)
     if fmt == "parquet":
         _check_parquet_footers(spark, files)
         return spark.read.option("recursiveFileLookup", "true").parquet(path)

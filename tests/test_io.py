@@ -103,6 +103,44 @@ def test_inferred_json_schema_is_reused_only_for_unchanged_input(spark, tmp_path
     assert "url" in changed.columns and "url" not in first.columns
 
 
+def test_a_given_schema_is_read_as_given_without_inferring(spark, tmp_path, monkeypatch):
+    import lsh_spark.io as io
+
+    def no_inference(*_):
+        raise AssertionError("the schema was inferred although --schema was given")
+
+    monkeypatch.setattr(io, "_infer_json", no_inference)
+    path = tmp_path / "a.jsonl"
+    lines = [{"id": "a", "text": "x y", "n": 1}, {"id": "b", "text": "y z", "n": "many"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    cfg = DedupConfig(schema="id STRING, text STRING, n INT")
+    df, _ = read_corpus(spark, str(path), cfg)
+    assert df.schema["n"].dataType.simpleString() == "int"
+    rows = {r.id: r for r in df.collect()}
+    assert rows["a"].n == 1 and rows["a"].reject_reason is None
+    # The record whose n is not an INT does not fit: rejected, never dropped.
+    bad = [r for r in rows.values() if r.id != "a"]
+    assert len(bad) == 1 and bad[0].reject_reason.startswith("invalid_record")
+
+    csv = tmp_path / "a.csv"
+    csv.write_text("id,text,n\na,x y,1\n")
+    df, _ = read_corpus(spark, str(csv), cfg)
+    assert [(r.id, r.n) for r in df.collect()] == [("a", 1)]
+
+
+def test_a_bad_or_misplaced_schema_names_the_option(spark, tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"id": "a", "text": "x"}\n')
+    with pytest.raises(ConfigError, match="--schema: cannot parse 'id STRING,, text'"):
+        read_corpus(spark, str(path), DedupConfig(schema="id STRING,, text"))
+    with pytest.raises(ConfigError, match="--text-col: column 'text' not in input"):
+        read_corpus(spark, str(path), DedupConfig(schema="id STRING, body STRING"))
+    pq_dir = tmp_path / "p"
+    spark.createDataFrame([("a", "x")], "id string, text string").write.parquet(str(pq_dir))
+    with pytest.raises(ConfigError, match="--schema: given for --format parquet"):
+        read_corpus(spark, str(pq_dir), DedupConfig(schema="id STRING, text STRING"))
+
+
 @pytest.mark.parametrize("kind", ["staged", "stagewise"])
 def test_outputs_read_back_with_the_schema_spark_infers(spark, tmp_path, kind):
     from pyspark.sql import functions as F
