@@ -16,6 +16,9 @@ from lsh_spark.config import ConfigError, DedupConfig
 from lsh_spark.pipeline import run_dedup
 from lsh_spark.synth import mutate
 
+# Two whole pipeline runs on a corpus of hundreds of documents, read by every test.
+pytestmark = pytest.mark.heavy
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, sample_path):
