@@ -543,12 +543,16 @@ def _json_reader(spark: SparkSession, schema: T.StructType | None = None):
 
 
 def _infer_json(spark: SparkSession, path: str) -> T.StructType:
-    schema = _json_reader(spark).json(path).schema
     # Spark refuses queries on raw JSON that touch only the corrupt column;
     # reading with the inferred schema (corrupt column included) lifts that.
-    if CORRUPT not in schema.names:
-        schema = schema.add(T.StructField(CORRUPT, T.StringType(), True))
-    return schema
+    return _with_corrupt(_json_reader(spark).json(path).schema)
+
+
+def _with_corrupt(struct: T.StructType) -> T.StructType:
+    """``struct`` with the string column that holds unparseable records."""
+    if CORRUPT in struct.names:
+        return struct
+    return T.StructType([*struct.fields, T.StructField(CORRUPT, T.StringType(), True)])
 
 
 def given_schema(ddl: str) -> T.StructType:
@@ -562,9 +566,7 @@ def given_schema(ddl: str) -> T.StructType:
         raise ConfigError(f"--schema: cannot parse {ddl!r} ({reason}); {allowed}") from None
     if not isinstance(struct, T.StructType) or not struct.fields:
         raise ConfigError(f"--schema: got {ddl!r}, which names no columns; {allowed}")
-    if CORRUPT not in struct.names:
-        struct = struct.add(T.StructField(CORRUPT, T.StringType(), True))
-    return struct
+    return _with_corrupt(struct)
 
 
 def _read_jsonl(spark: SparkSession, path: str, schema: str | None = None) -> DataFrame:
@@ -593,9 +595,8 @@ def _read_csv(spark: SparkSession, path: str, sep: str, given: str | None = None
         schema = given_schema(given)
     else:
         header = reader.csv(path).schema
-        schema = T.StructType(
-            [T.StructField(f.name, T.StringType(), True) for f in header]
-            + [T.StructField(CORRUPT, T.StringType(), True)]
+        schema = _with_corrupt(
+            T.StructType([T.StructField(f.name, T.StringType(), True) for f in header])
         )
     return (
         reader.schema(schema)
