@@ -320,3 +320,22 @@ def test_file_system_keeps_the_s3a_scheme_for_spark(spark):
     assert fs._p("s3a://bucket/index/_manifests") == "bucket/index/_manifests"
     with pytest.raises(ValueError, match="not on the file system"):
         fs.exists("/tmp/local")
+
+
+def test_observed_metrics_come_from_the_output_when_connect_drops_them(spark, tmp_path):
+    from types import SimpleNamespace
+
+    from pyspark.sql import functions as F
+
+    from lsh_spark.io import StagewiseOutput
+    from lsh_spark.stages.common import observed
+
+    out = StagewiseOutput(spark, str(tmp_path / "out"))
+    df = spark.range(10).withColumn("even", F.col("id") % 2 == 0)
+    written, seen = observed(df, n=F.count(F.lit(1)), evens=F.count(F.when(F.col("even"), 1)))
+    out.write(written, "rows")
+    assert seen.result(out, "rows") == {"n": 10, "evens": 5}
+    # What a Spark 4.0 Connect client holds when the server dropped the
+    # metrics that came late (SPARK-54279): an empty result.
+    seen._obs = SimpleNamespace(get={})
+    assert seen.result(out, "rows") == {"n": 10, "evens": 5}

@@ -105,7 +105,7 @@ def _write_candidates(
         out.write(blocks, "blocks")
     finally:
         summary = summarized.result()
-    return seen_pairs.get["pairs"], seen_blocks.get, summary
+    return seen_pairs.result(out, "candidates")["pairs"], seen_blocks.result(out, "blocks"), summary
 
 
 def banding_section(cfg: DedupConfig) -> dict[str, Any]:

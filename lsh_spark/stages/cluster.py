@@ -60,7 +60,7 @@ def stage_cluster(
             .limit(CLUSTER_SIZE_ROWS)
             .collect()
         ]
-    row = seen.get
+    row = seen.result(out, "clusters")
     return {
         "counts": {
             "clustered_documents": row["docs"],

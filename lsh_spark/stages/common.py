@@ -87,17 +87,41 @@ class Timer:
             log.debug("section %s: %.3f s", name, self.seconds[name])
 
 
-def observed(df: DataFrame, **metrics: Column) -> tuple[DataFrame, Observation]:
+class Observed:
+    """Aggregate metrics of a DataFrame, computed while it is written."""
+
+    def __init__(self, df: DataFrame, metrics: dict[str, Column]) -> None:
+        self._metrics = [value.alias(name) for name, value in metrics.items()]
+        self._obs = Observation()
+        self.df = df.observe(self._obs, *self._metrics)
+
+    def result(self, out: Output, name: str) -> dict:
+        """The metrics, once ``self.df`` has been written to ``out`` as ``name``.
+
+        A Spark Connect server of Spark 4.0 drops an observation whose metrics
+        arrive more than 100 ms after the query ends (SPARK-54279, fixed in
+        4.1), and the client then holds an empty result: the metrics are then
+        computed again by one aggregation of what was written.
+        """
+        got = self._obs.get
+        if got:
+            return got
+        log.warning("observed metrics of %s/ did not arrive (SPARK-54279); aggregating it", name)
+        return out.read(name).agg(*self._metrics).first().asDict()
+
+
+def observed(df: DataFrame, **metrics: Column) -> tuple[DataFrame, Observed]:
     """``df`` plus aggregate ``metrics`` (named by keyword) computed while it is
     written, so a count for the report needs no job of its own.
 
     The caller must run exactly one action on the returned DataFrame (one
-    write) before reading ``Observation.get``; place it on the last step of a
-    plan (the writing stage), where Spark applies each task's metrics once even
-    if the task is retried.
+    write) before reading :meth:`Observed.result`; place it on the last step of
+    a plan (the writing stage), where Spark applies each task's metrics once
+    even if the task is retried.  Every metric must be an aggregate of the
+    written columns.
     """
-    obs = Observation()
-    return df.observe(obs, *[value.alias(name) for name, value in metrics.items()]), obs
+    seen = Observed(df, metrics)
+    return seen.df, seen
 
 
 def restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame:

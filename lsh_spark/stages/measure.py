@@ -90,7 +90,7 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig) -> 
             **histogram_metrics(binning.key, binning.bins, binning.first),
         )
         out.write(pairs, "pairs")
-    bins = histogram(seen.get)
+    bins = histogram(seen.result(out, "pairs"))
     return {
         "counts": {"verified_pairs": sum(n for _, n in bins)},
         "pairs_written": written,

@@ -82,7 +82,7 @@ def stage_signatures(
             # left running behind the error.
             _await_id_check(ids_checked, out, ("shingles", "signatures", "rejects"))
     with tagged(spark, "signatures"):
-        section = _signature_counts(out, facts, seen.get)
+        section = _signature_counts(out, facts, seen.result(out, "shingles"))
     return dict(section, seconds=timer.seconds)
 
 
@@ -259,5 +259,5 @@ def stage_vector_signatures(
         )
         out.write(vecs.filter(F.col("reason").isNotNull()).select("id", "reason"), "rejects")
     with tagged(spark, "signatures"):
-        section = _signature_counts(out, dict(facts, dimension=dim), seen.get)
+        section = _signature_counts(out, dict(facts, dimension=dim), seen.result(out, "vectors"))
     return dict(section, seconds=timer.seconds)

@@ -105,12 +105,13 @@ def stage_verify(
             if after is not None:
                 block_work = after
     # The histogram bins also give the total.
-    bins = histogram(seen.get)
+    metrics = seen.result(out, "pairs")
+    bins = histogram(metrics)
     return {
         # Rows of pairs/: every one a verified pair, edges only by default.
         "counts": {
             "verified_pairs": sum(n for _, n in bins),
-            "pairs_with_jaccard_1": int(seen.get["exact"]),
+            "pairs_with_jaccard_1": int(metrics["exact"]),
         },
         "pairs_written": written,
         "block_verification": {**block_work, "max_family_size": cfg.max_family_size},
