@@ -15,12 +15,13 @@ from lsh_spark.pipeline import run_dedup
 PROG = "dedup.py"
 
 
-def main(argv=None) -> int:
+def main(argv=None, spark=None) -> int:
     args, cfg = parse(build_parser(PROG, __doc__.split("\n\n")[1].replace("\n", " ")), argv)
     report = run_job(
         PROG,
         lambda spark: run_dedup(spark, args.input, args.output, cfg, overwrite=args.overwrite),
         remote=args.remote,
+        spark=spark,
     )
     c = report["counts"]
     print(

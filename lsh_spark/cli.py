@@ -351,12 +351,12 @@ def run_job(
     work: Callable[[SparkSession], T],
     user_errors: tuple[type[Exception], ...] = (),
     remote: str | None = None,
+    spark: SparkSession | None = None,
 ) -> T:
     """Run ``work(spark)`` in the job's Spark session and return its result.
 
     A user error becomes one line, ``prog: error: message``, on stderr and exit
-    code 2; any other exception keeps its traceback.  The session is stopped
-    in every case.
+    code 2; any other exception keeps its traceback.
 
     Parameters
     ----------
@@ -370,22 +370,32 @@ def run_job(
     remote : str, optional
         The Spark Connect server of ``--remote`` (see
         :func:`lsh_spark.session.build_session`).
+    spark : SparkSession, optional
+        Run in this session (a notebook's, a test's) instead of building one:
+        it is not stopped, and the settings the job changes are put back
+        (:func:`lsh_spark.session.settings_restored`).  Without it the job
+        builds its session and stops it in every case.
 
     Returns
     -------
     Any
         What ``work`` returned.
     """
-    from lsh_spark.session import build_session
+    from lsh_spark.session import build_session, fill_defaults, settings_restored
 
     errors = (LshSparkError, *user_errors)
-    spark = build_session(f"lsh-spark {prog.removesuffix('.py')}", remote)
     try:
-        return work(spark)
+        if spark is not None:
+            with settings_restored(spark):
+                fill_defaults(spark)
+                return work(spark)
+        spark = build_session(f"lsh-spark {prog.removesuffix('.py')}", remote)
+        try:
+            return work(spark)
+        finally:
+            spark.stop()
     except errors as exc:
         fail(prog, exc)
-    finally:
-        spark.stop()
 
 
 def run_stage(
@@ -394,15 +404,19 @@ def run_stage(
     stage: Callable[..., dict[str, Any]],
     requires: tuple[tuple[str, str], ...],
     argv: Sequence[str] | None = None,
+    spark: SparkSession | None = None,
 ) -> int:
     """Main of a per-stage job: parse flags, check earlier stages, run, merge the report.
 
     ``requires`` lists the datasets of earlier stages the stage reads, with the
-    job that writes each.
+    job that writes each; ``spark``: see :func:`run_job`.
     """
     args, cfg = parse(build_parser(prog, description), argv)
     section = run_job(
-        prog, lambda spark: _run_stage(spark, prog, stage, requires, args, cfg), remote=args.remote
+        prog,
+        lambda spark: _run_stage(spark, prog, stage, requires, args, cfg),
+        remote=args.remote,
+        spark=spark,
     )
     print(
         json.dumps(

@@ -65,6 +65,7 @@ from lsh_spark.config import RETENTION_HOURS, ConfigError, DedupConfig
 from lsh_spark.errors import LshSparkError
 from lsh_spark.faults import maybe_die
 from lsh_spark.io import FileSystem
+from lsh_spark.session import IN_FILTER_KEY
 
 log = logging.getLogger(__name__)
 
@@ -327,9 +328,8 @@ class CrawlIndex:
         facts = {"keys": n_keys, "expected_read_fraction": round(fraction, 4)}
         if n_keys <= MAX_PUSHDOWN_KEYS and fraction <= max_read_fraction:
             values = [row[0] for row in keys.collect()]
-            conf = "spark.sql.parquet.pushdown.inFilterThreshold"
-            if int(self.spark.conf.get(conf, "10")) < PUSHDOWN_CHUNK:
-                self.spark.conf.set(conf, str(PUSHDOWN_CHUNK))
+            if int(self.spark.conf.get(IN_FILTER_KEY, "10")) < PUSHDOWN_CHUNK:
+                self.spark.conf.set(IN_FILTER_KEY, str(PUSHDOWN_CHUNK))
             return df.filter(any_of(column, values)), dict(facts, how="row-group skipping")
         return df.join(keys, column, "left_semi"), dict(facts, how="scan")
 

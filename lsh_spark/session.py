@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import TypeVar
 
 from pyspark.errors import PySparkException
@@ -43,6 +44,10 @@ DEFAULTS = {
 # ``spark.conf`` cannot tell a value set at run time from one the user gave, and
 # these may be set again (the sizing below) where the user's never are.
 FILLED_KEY = "spark.lsh_spark.filledIn"
+# Raised for the index's row-group skipping (lsh_spark.index).
+IN_FILTER_KEY = "spark.sql.parquet.pushdown.inFilterThreshold"
+# Every session setting lsh-spark changes at run time (see settings_restored).
+CHANGED_KEYS = (*DEFAULTS, PARTITIONS_KEY, ADAPTIVE_KEY, FILLED_KEY, IN_FILTER_KEY)
 # Inputs up to this size per core get one shuffle partition per core
 # (size_shuffle_partitions).
 SMALL_BYTES_PER_CORE = 64 << 20
@@ -61,9 +66,34 @@ def build_session(app_name: str, remote: str | None = None) -> SparkSession:
     if remote:
         builder = builder.remote(remote)
     spark = builder.getOrCreate()
+    fill_defaults(spark)
+    return spark
+
+
+def fill_defaults(spark: SparkSession) -> None:
+    """Set :data:`DEFAULTS` where the user set nothing."""
     for key, value in DEFAULTS.items():
         _fill_in(spark, key, value)
-    return spark
+
+
+@contextmanager
+def settings_restored(spark: SparkSession) -> Iterator[None]:
+    """Run the block, then put every setting of :data:`CHANGED_KEYS` back as it
+    was (unset if it was unset): for a session lsh-spark did not build, such as
+    a notebook's, whose owner's later queries must not run with our shuffle
+    sizing."""
+    before = {key: spark.conf.get(key, None) for key in CHANGED_KEYS}
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            try:
+                if value is None:
+                    spark.conf.unset(key)
+                elif spark.conf.get(key, None) != value:
+                    spark.conf.set(key, value)
+            except PySparkException as exc:  # a server that refuses the key
+                log.warning("could not restore %s: %s", key, str(exc).strip().splitlines()[0])
 
 
 def submitted(spark: SparkSession, key: str) -> bool:

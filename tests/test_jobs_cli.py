@@ -1,12 +1,15 @@
 """The real command line: ``spark-submit jobs/*.py`` as a user runs it.
 
-Every test here starts ``spark-submit`` from the test environment in a
-subprocess (marked ``slow``).  Spark's own log lines are ignored; the job's
+The tests here start ``spark-submit`` from the test environment in a
+subprocess (marked ``slow``), once per behaviour of the launcher; where a test
+runs a job several times, the other runs call the job's ``main`` in the test
+session (:func:`in_process`).  Spark's own log lines are ignored; the job's
 messages are the lines starting with the job's name.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -75,6 +78,23 @@ def explain(proc: subprocess.CompletedProcess) -> str:
     )
 
 
+def in_process(job: str, spark, *args: str) -> None:
+    """Run ``jobs/<job>``'s ``main`` in the test session: the code spark-submit
+    runs, without starting a JVM of its own."""
+    spec = importlib.util.spec_from_file_location(job[:-3], os.path.join(JOBS, job))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(list(args), spark=spark) == 0
+
+
+STAGE_JOBS = [
+    ("signatures.py", True),
+    ("candidates.py", False),
+    ("verify.py", False),
+    ("cluster.py", True),
+]
+
+
 def read_report(output) -> dict:
     with open(os.path.join(str(output), "report.json"), encoding="utf-8") as fh:
         return json.load(fh)
@@ -123,20 +143,18 @@ def test_invalid_option_exits_2_with_one_line(require_spark_submit, tmp_path, ar
 
 
 # -- (c) the four stage jobs equal one dedup run ---------------------------------
-def test_stage_jobs_match_dedup(require_spark_submit, spark, tmp_path):
+def test_stage_jobs_match_dedup(require_spark_submit, spark, tmp_path, capsys):
+    # The stage jobs in this session (spark-submit of a stage job is tested
+    # below), the whole job with spark-submit.
     staged = tmp_path / "staged"
-    for job, needs_input in [
-        ("signatures.py", True),
-        ("candidates.py", False),
-        ("verify.py", False),
-        ("cluster.py", True),
-    ]:
+    for job, needs_input in STAGE_JOBS:
         args = ["--output", str(staged)]
         if needs_input:
             args = ["--input", SAMPLE, *args]
-        proc = submit(job, *args)
-        assert proc.returncode == 0, f"{job}: " + explain(proc)
-        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+        before = spark.conf.get("spark.sql.shuffle.partitions")
+        in_process(job, spark, *args)
+        assert spark.conf.get("spark.sql.shuffle.partitions") == before  # left as it was
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert summary["stage"] == job[:-3]
     full = tmp_path / "full"
     proc = submit("dedup.py", "--input", SAMPLE, "--output", str(full))
@@ -185,18 +203,12 @@ def test_config_file_honoured_and_flag_overrides(require_spark_submit, spark, tm
     )
 
     overridden = tmp_path / "overridden"
-    proc = submit(
+    in_process(
         "signatures.py",
-        "--input",
-        str(small),
-        "--output",
-        str(overridden),
-        "--config",
-        str(cfg),
-        "--threshold",
-        "0.9",
+        spark,
+        *("--input", str(small), "--output", str(overridden), "--config", str(cfg)),
+        *("--threshold", "0.9"),
     )
-    assert proc.returncode == 0, explain(proc)
     params = read_report(overridden)["parameters"]
     assert params["threshold"] == 0.9 and params["num_perm"] == 64
     assert [params["bands"], params["rows"]] == list(
@@ -238,7 +250,7 @@ def test_method_flags_fail_fast_with_one_line(require_spark_submit, tmp_path):
     assert len(lines) == 1 and "--max-distance: required with --method pstable" in lines[0]
 
 
-def test_stage_jobs_run_a_vector_method(require_spark_submit, tmp_path):
+def test_stage_jobs_run_a_vector_method(spark, tmp_path):
     rng = np.random.default_rng(3)
     base = rng.standard_normal((40, 6))
     rows = [{"id": f"a{i}", "vector": v.tolist()} for i, v in enumerate(base)]
@@ -247,15 +259,9 @@ def test_stage_jobs_run_a_vector_method(require_spark_submit, tmp_path):
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "staged"
     flags = ["--method", "pstable", "--max-distance", "0.5"]
-    for job, needs_input in [
-        ("signatures.py", True),
-        ("candidates.py", False),
-        ("verify.py", False),
-        ("cluster.py", True),
-    ]:
+    for job, needs_input in STAGE_JOBS:
         args = ["--output", str(out), *flags] + (["--input", str(src)] if needs_input else [])
-        proc = submit(job, *args)
-        assert proc.returncode == 0, explain(proc)
+        in_process(job, spark, *args)
     report = read_report(out)
     assert report["counts"]["verified_pairs"] == 10
     assert report["counts"]["duplicate_clusters"] == 10

@@ -232,3 +232,29 @@ def test_input_and_index_errors_are_user_errors():
 
     assert issubclass(InputError, LshSparkError) and issubclass(IndexConflict, LshSparkError)
     assert issubclass(ConfigError, LshSparkError) and issubclass(ConfigError, ValueError)
+
+
+def test_run_job_in_a_given_session_leaves_its_settings_and_runs_on(spark):
+    from lsh_spark.session import ADAPTIVE_KEY, PARTITIONS_KEY, size_shuffle_partitions
+
+    keys = ("spark.sql.parquet.compression.codec", PARTITIONS_KEY, ADAPTIVE_KEY, "spark.x.unset")
+    before = {key: spark.conf.get(key, None) for key in keys}
+    spark.conf.unset(PARTITIONS_KEY)  # as a notebook's session: nothing set
+
+    def work(session):
+        assert session is spark
+        size_shuffle_partitions(session, 10 << 30)  # a large input: many partitions
+        assert int(session.conf.get(PARTITIONS_KEY)) > 100
+        session.conf.set("spark.x.unset", "1")  # not ours: left alone
+        return 7
+
+    try:
+        assert run_job("x.py", work, spark=spark) == 7
+        assert spark.conf.get(PARTITIONS_KEY, None) is None
+        assert spark.conf.get(keys[0], None) == before[keys[0]]
+        assert spark.conf.get(ADAPTIVE_KEY, None) == before[ADAPTIVE_KEY]
+        assert spark.conf.get("spark.x.unset") == "1"
+        assert spark.range(3).count() == 3  # not stopped
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value) if value is not None else spark.conf.unset(key)
