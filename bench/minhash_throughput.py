@@ -6,12 +6,12 @@
 ``OUT/shingles`` is the ``shingles/`` dataset a stage run leaves behind
 (``jobs/signatures.py --input ... --output OUT``).  The script times
 
-* **spark**: ``lsh_spark.minhash.minhash`` over that dataset (Parquet read,
+* **spark**: ``lsh_spark.signature.minhash`` over that dataset (Parquet read,
   Arrow transfer to the Python workers, the kernel, Arrow back), forced with
   Spark's ``noop`` sink on every core of the master, once with each of
   lsh-spark's kernels (compiled and numpy, chosen in the workers by
   ``LSH_SPARK_KERNELS``);
-* **kernels**: ``lsh_spark.minhash.minhash_flat`` with each kernel over the
+* **kernels**: ``lsh_spark.signature.minhash_flat`` with each kernel over the
   same shingle arrays loaded into one process, on one core;
 * **numpy**: the textbook loop over the same arrays, on one core, after a
   warm-up: for each permutation ``np.minimum.reduceat((a*x + b) % p, offsets)``,
@@ -39,8 +39,8 @@ import pyarrow.parquet as pq
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lsh_spark.kernels import ENV, KERNELS  # noqa: E402
-from lsh_spark.minhash import MERSENNE_31, minhash, minhash_flat, permutation_params  # noqa: E402
 from lsh_spark.session import build_session  # noqa: E402
+from lsh_spark.signature import MERSENNE_31, minhash, minhash_flat, permutation_params  # noqa: E402
 
 
 def numpy_loop(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

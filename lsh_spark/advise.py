@@ -173,7 +173,7 @@ def measured_on_sample(items: list, measures: np.ndarray, cfg: DedupConfig) -> d
         )
         n = len(x)
     else:
-        from lsh_spark.minhash import minhash_flat, permutation_params
+        from lsh_spark.signature import minhash_flat, permutation_params
 
         a, c = permutation_params(cfg.num_perm, cfg.seed)
         values = np.concatenate([np.asarray(s, dtype=np.int64) for s in items]).view(np.uint64)

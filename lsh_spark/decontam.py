@@ -29,6 +29,7 @@ reference item of every removal.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +38,11 @@ from pyspark.sql import functions as F
 
 from lsh_spark.banding import explode_bands
 from lsh_spark.config import ConfigError, DecontamConfig, DedupConfig, option_values
-from lsh_spark.io import FileSystem, StagedOutput, check_unique_ids, read_corpus
-from lsh_spark.minhash import minhash
+from lsh_spark.io import StagedOutput, check_unique_ids, input_bytes, input_name, read_corpus
 from lsh_spark.normalize import prepare
 from lsh_spark.session import size_shuffle_partitions
 from lsh_spark.shingle import add_shingles, kgram_hashes, token_hashes
+from lsh_spark.signature import minhash
 from lsh_spark.stages.common import Timer, restore_id_col
 
 # Distinct reference n-grams up to which their set is broadcast to every task
@@ -67,7 +68,7 @@ SCRATCH = ("_input", "_reference")
 @dataclass
 class _Run:
     spark: SparkSession
-    input_path: str
+    input_path: str | DataFrame
     out: StagedOutput
     cfg: DedupConfig
     dc: DecontamConfig
@@ -76,8 +77,8 @@ class _Run:
 
 def run_decontaminate(
     spark: SparkSession,
-    input_path: str,
-    references: list[str],
+    input_path: str | DataFrame,
+    references: Sequence[str] | Mapping[str, str | DataFrame],
     output: str,
     cfg: DedupConfig,
     dc: DecontamConfig,
@@ -85,18 +86,25 @@ def run_decontaminate(
 ) -> dict[str, Any]:
     """Find the input's overlap with ``references`` and write ``output`` atomically:
     ``matches/``, ``clean/``, ``removed/``, ``rejects/``, ``reference_rejects/``
-    and ``report.json``.  Returns the report."""
+    and ``report.json``.  Returns the report.
+
+    The input is a path or a DataFrame (:func:`lsh_spark.io.read_corpus`); the
+    references are paths, or a mapping of names (``reference_source`` in the
+    outputs) to paths or DataFrames.
+    """
     started = time.perf_counter()
+    if not isinstance(references, Mapping):
+        references = {path: path for path in references}
     out = StagedOutput(spark, output, overwrite)
     run = _Run(spark, input_path, out, cfg, dc, Timer(spark))
     try:
-        size_shuffle_partitions(spark, FileSystem(spark, input_path).size_bytes(input_path))
+        size_shuffle_partitions(spark, input_bytes(spark, input_path))
         with run.timer("read"):
             facts = _prepare_input(run, input_path)
             ref_counts = _prepare_references(run, references)
         joins = _find_matches(run)
         counts = _write_split(run, facts)
-        report = _report(run, references, counts, ref_counts, joins)
+        report = _report(run, list(references), counts, ref_counts, joins)
         report["seconds"]["total"] = round(time.perf_counter() - started, 3)
         for name in SCRATCH:
             out.fs.delete(out.path(name))
@@ -109,7 +117,7 @@ def run_decontaminate(
 
 
 # -- reading -------------------------------------------------------------------
-def _prepare_input(run: _Run, path: str) -> dict[str, Any]:
+def _prepare_input(run: _Run, path: str | DataFrame) -> dict[str, Any]:
     """``_input/``: every input record's ``id``, ``norm`` and reject ``reason``."""
     raw, facts = read_corpus(run.spark, path, run.cfg)
     check_unique_ids(raw)
@@ -130,23 +138,25 @@ def _reference_config(cfg: DedupConfig, dc: DecontamConfig) -> DedupConfig:
     )
 
 
-def _prepare_references(run: _Run, paths: list[str]) -> dict[str, dict[str, int]]:
+def _prepare_references(
+    run: _Run, sources: Mapping[str, str | DataFrame]
+) -> dict[str, dict[str, int]]:
     """``_reference/``: ``(reference_source, reference_id, norm, words, reason)`` of every
-    reference record, and ``reference_rejects/``; the counts per source."""
+    reference record, and ``reference_rejects/``; the counts per source name."""
     ref_cfg = _reference_config(run.cfg, run.dc)
     parts = []
-    for path in paths:
+    for name, source in sources.items():
         try:
-            raw, _ = read_corpus(run.spark, path, ref_cfg)
+            raw, _ = read_corpus(run.spark, source, ref_cfg)
         except ConfigError as exc:
             raise ConfigError(
-                f"--reference {path}: {exc} (the references' columns and format are "
+                f"--reference {name}: {exc} (the references' columns and format are "
                 "--reference-id-col, --reference-text-col, --reference-format)"
             ) from None
         prepared = prepare(raw, ref_cfg.text_col, ref_cfg.max_text_chars)
         parts.append(
             prepared.select(
-                F.lit(path).alias("reference_source"),
+                F.lit(name).alias("reference_source"),
                 F.col("id").cast("string").alias("id"),
                 "norm",
                 "reason",
@@ -185,7 +195,7 @@ def _prepare_references(run: _Run, paths: list[str]) -> dict[str, dict[str, int]
         F.count(F.when(F.col("reason").isNull() & (F.col("words") < n), 1)).alias("short_items"),
     )
     counts = {r["reference_source"]: r.asDict() for r in rows.collect()}
-    return {p: counts.get(p, {"records": 0, "rejected": 0, "short_items": 0}) for p in paths}
+    return {n: counts.get(n, {"records": 0, "rejected": 0, "short_items": 0}) for n in sources}
 
 
 def _accepted_references(run: _Run) -> DataFrame:
@@ -415,7 +425,7 @@ def _report(
     matches = run.out.read("matches")
     by_kind = {r["kind"]: r["count"] for r in matches.groupBy("kind").count().collect()}
     return {
-        "input_path": run.input_path,
+        "input_path": input_name(run.input_path),
         "references": references,
         "parameters": {**option_values(run.dc), **run.cfg.to_dict()},
         "counts": {

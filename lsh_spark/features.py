@@ -5,7 +5,7 @@ run in the Python worker that receives the raw text, so the normalized text and
 the shingle sets never make a round trip through the JVM between them.  The
 values are the same as those of the Spark path (:func:`lsh_spark.normalize.prepare`,
 :func:`lsh_spark.shingle.add_shingles`, :func:`lsh_spark.shingle.text_hash`,
-:func:`lsh_spark.minhash.minhash`), which character shingles and SimHash still take.
+:func:`lsh_spark.signature.minhash`), which character shingles and SimHash still take.
 
 Example
 -------
@@ -31,7 +31,6 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from lsh_spark.minhash import permutation_params, signature_arrays
 from lsh_spark.normalize import (
     NO_TEXT,
     TEXT_CHAR,
@@ -41,6 +40,7 @@ from lsh_spark.normalize import (
     normalize_array,
 )
 from lsh_spark.shingle import pack_shingles, packed_slices, text_hash_arrow, word_shingles_arrow
+from lsh_spark.signature import permutation_params, signature_arrays
 
 
 def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.RecordBatch:

@@ -624,16 +624,42 @@ def _derived_id(spark_df: DataFrame, key: Column) -> DataFrame:
     return single.unionByName(multi).drop("_base", "_n")
 
 
-def read_corpus(spark: SparkSession, path: str, cfg: DedupConfig) -> tuple[DataFrame, dict]:
+def input_bytes(spark: SparkSession, source: str | DataFrame) -> int:
+    """Bytes of the input: of the files below the path, or of the directories
+    holding the files a DataFrame scans (0 for one built in memory)."""
+    if isinstance(source, DataFrame):
+        dirs = {posixpath.dirname(f) for f in source.inputFiles()}
+        return sum(FileSystem(spark, d).size_bytes(d) for d in dirs)
+    return FileSystem(spark, source).size_bytes(source)
+
+
+def input_name(source: str | DataFrame) -> str:
+    """The input as the report names it: its path, or ``"DataFrame"``."""
+    return "DataFrame" if isinstance(source, DataFrame) else source
+
+
+def read_corpus(
+    spark: SparkSession, path: str | DataFrame, cfg: DedupConfig
+) -> tuple[DataFrame, dict]:
     """Read the input into ``(id, <user columns>, reject_reason)``.
 
-    Returns the DataFrame and facts for the report (format, files, whether ids
-    were derived).  Raises :class:`ConfigError` for a missing input, an unknown
-    format, or a missing text column.
+    ``path`` is a file or directory, or the input as a DataFrame (a table,
+    a notebook's DataFrame: :mod:`lsh_spark.api`), which must have the id
+    column.  Returns the DataFrame and facts for the report (format, files,
+    whether ids were derived).  Raises :class:`ConfigError` for a missing
+    input, an unknown format, or a missing text column.
 
     JSON Lines is read with the columns of ``cfg.schema`` (``--schema``), or
     else with the schema Spark infers from the whole input.
     """
+    if isinstance(path, DataFrame):
+        if cfg.id_col not in path.columns:
+            raise ConfigError(
+                f"--id-col: column {cfg.id_col!r} not in input; columns: {', '.join(path.columns)}"
+            )
+        df, reason, _ = _record_ids(_text_column(path, cfg), cfg, F.lit(None).cast("string"))
+        facts = {"format": "dataframe", "files": len(path.inputFiles()), "derived_ids": False}
+        return df.withColumn("reject_reason", reason), facts
     files = input_files(spark, path)
     fmt = cfg.format or detect_format(files)
     if cfg.schema is not None and fmt not in ("jsonl", "csv"):

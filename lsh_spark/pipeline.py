@@ -32,10 +32,10 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
-from lsh_spark.io import FileSystem, StagedOutput
+from lsh_spark.io import StagedOutput, input_bytes
 from lsh_spark.report import describe_bounded_families, merge_reports, report_header
 from lsh_spark.session import adaptive_enabled, size_shuffle_partitions
 from lsh_spark.stages.candidates import banding_section, stage_candidates
@@ -94,14 +94,23 @@ def _start_s_curve(cfg: DedupConfig) -> Future[bytes] | None:
 
 
 def run_dedup(
-    spark: SparkSession, input_path: str, output: str, cfg: DedupConfig, overwrite: bool = False
+    spark: SparkSession,
+    input_path: str | DataFrame,
+    output: str,
+    cfg: DedupConfig,
+    overwrite: bool = False,
+    deduped: bool = True,
 ) -> dict[str, Any]:
-    """Run every stage into ``output`` atomically and return the report."""
+    """Run every stage into ``output`` atomically and return the report.
+
+    ``input_path``: a path, or the input as a DataFrame (see
+    :func:`lsh_spark.io.read_corpus`); ``deduped``: whether to write ``deduped/``.
+    """
     out = StagedOutput(spark, output, overwrite)
     started = time.perf_counter()
     s_curve = _start_s_curve(cfg)
     try:
-        report = _run_stages(spark, input_path, out, cfg)
+        report = _run_stages(spark, input_path, out, cfg, deduped)
         report["seconds"]["total"] = round(time.perf_counter() - started, 3)
         describe_bounded_families(spark, out, report)
         _check_accounting(report["counts"])
@@ -114,12 +123,10 @@ def run_dedup(
 
 
 def _run_stages(
-    spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
+    spark: SparkSession, input_path: str | DataFrame, out: Output, cfg: DedupConfig, deduped: bool
 ) -> dict[str, Any]:
     """Every stage in turn into ``out``; the merged report."""
-    partitions = size_shuffle_partitions(
-        spark, FileSystem(spark, input_path).size_bytes(input_path)
-    )
+    partitions = size_shuffle_partitions(spark, input_bytes(spark, input_path))
     crawl = extract_crawl_input(spark, input_path, out, cfg)
     # shingles/ is deleted before the commit: its sets travel packed.  The ids
     # of shingles/ are checked beside the candidate stage, whose planning leaves
@@ -143,7 +150,9 @@ def _run_stages(
         documents=accepted,
         shingles=signatures["counts"].get("accepted_shingles"),
     )
-    clustered = stage_cluster(spark, input_path, out, cfg, verified["counts"]["verified_pairs"])
+    clustered = stage_cluster(
+        spark, input_path, out, cfg, verified["counts"]["verified_pairs"], deduped
+    )
     report = merge_reports(
         report_header(input_path, cfg), crawl, signatures, candidates, verified, clustered
     )
@@ -162,7 +171,10 @@ def _check_accounting(counts: dict[str, Any]) -> None:
 
 
 def _commit(
-    input_path: str, out: StagedOutput, report: dict[str, Any], s_curve: Future[bytes] | None
+    input_path: str | DataFrame,
+    out: StagedOutput,
+    report: dict[str, Any],
+    s_curve: Future[bytes] | None,
 ) -> None:
     """Delete the scratch datasets, write the report and commit the output."""
     out.fs.delete(out.path("_checkpoints"))

@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lsh_spark import __version__
 from lsh_spark.config import DedupConfig
+from lsh_spark.io import input_name
 from lsh_spark.stages.common import Output, tagged
 
 # Similarity histograms (Jaccard, cosine) have this many bins of equal width
@@ -75,9 +76,13 @@ def merge_reports(*sections: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def report_header(input_path: str, cfg: DedupConfig) -> dict[str, Any]:
+def report_header(input_path: str | DataFrame, cfg: DedupConfig) -> dict[str, Any]:
     """The report's first keys: the version, the input and every parameter."""
-    return {"lsh_spark_version": __version__, "input_path": input_path, "parameters": cfg.to_dict()}
+    return {
+        "lsh_spark_version": __version__,
+        "input_path": input_name(input_path),
+        "parameters": cfg.to_dict(),
+    }
 
 
 def describe_bounded_families(spark: SparkSession, out: Output, report: dict[str, Any]) -> None:

@@ -193,7 +193,7 @@ def sorted_intersections(
     out = np.zeros(len(a_lengths), dtype=np.int64)
     if use_compiled(kernel):
         # Contiguous int64 arrays: one specialization per writability (see
-        # lsh_spark.minhash.minhash_flat), cached by numba.
+        # lsh_spark.signature.minhash_flat), cached by numba.
         compiled(_intersections_loop)(
             np.ascontiguousarray(a_values, dtype=np.int64),
             a_off,

@@ -31,7 +31,7 @@ for arg in "$@"; do
   case "$arg" in
     --fast) fast=1 ;;
     -k | -x | --pdb | --lf | -n | --numprocesses) narrow=1; args+=("$arg") ;;
-    tests/* | lsh_spark/* | ./*) narrow=1; args+=("$arg") ;;
+    tests/* | lsh_spark/* | docs/* | ./*) narrow=1; args+=("$arg") ;;
     *) args+=("$arg") ;;
   esac
 done

@@ -9,7 +9,7 @@ from lsh_spark.banding import (
     explode_bands,
     s_curve,
 )
-from lsh_spark.minhash import minhash_flat, permutation_params
+from lsh_spark.signature import minhash_flat, permutation_params
 
 
 @pytest.mark.parametrize("s, b, r", [(0.8, 16, 6), (0.5, 20, 5), (0.9, 1, 1), (0.3, 50, 2)])

@@ -6,9 +6,10 @@ org.apache.spark.sql.connect.service.SparkConnectServer``, whose jar ships with
 PySpark).  Every job runs as ``python jobs/X.py
 --remote sc://...`` in a client process that cannot start a JVM of its own
 (``SPARK_HOME`` points nowhere), and its outputs are compared with chispa to
-a classic local run's: ``pairs/``, ``clusters/``, ``deduped/`` of the dedup job
-and of the four stage jobs, two crawl batches and the index they build, the
-compacted index, and the advisor's recommendation.  The server is stopped in
+a classic local run's: ``pairs/``, ``clusters/``, ``deduped/`` of the dedup job,
+of the Python API (``tests/api_client.py``) and of the four stage jobs, two
+crawl batches and the index they build, the compacted index, and the
+advisor's recommendation.  The server is stopped in
 a ``finally``.
 """
 
@@ -111,6 +112,36 @@ def test_dedup_over_connect_equals_classic(server, classic, spark, tmp_path):
         assert same(spark, f"{out}/{name}", f"{classic}/{name}") > 0
     with open(f"{out}/report.json") as got, open(f"{classic}/report.json") as want:
         assert json.load(got)["counts"] == json.load(want)["counts"]
+
+
+def test_python_api_over_connect_equals_the_job(server, classic, spark, tmp_path):
+    """A notebook on a Connect client: find_duplicates on a DataFrame built in
+    the client, then remove(); the results equal the classic job's."""
+    env = dict(os.environ, SPARK_HOME=os.path.join(ROOT, "no-jvm-in-the-client"))
+    env.pop("SPARK_REMOTE", None)
+    work, out = tmp_path / "work", tmp_path / "deduped"
+    script = os.path.join(ROOT, "tests", "api_client.py")
+    done = subprocess.run(
+        [sys.executable, script, server, str(work), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["after"] == got["before"]  # the session's settings put back
+    for name in ("pairs", "clusters"):
+        assert same(spark, str(work / name), f"{classic}/{name}") > 0
+    want = spark.read.parquet(f"{classic}/deduped").drop("cluster_size")
+    assert_df_equality(
+        spark.read.parquet(str(out)),
+        want.select("id", "source", "text"),
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
+    with open(f"{classic}/report.json") as fh:
+        assert got["counts"] == json.load(fh)["counts"]
 
 
 def test_stage_jobs_and_advisor_over_connect(server, classic, spark, tmp_path):

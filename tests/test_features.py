@@ -5,9 +5,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from lsh_spark.features import word_minhash_features
-from lsh_spark.minhash import minhash
 from lsh_spark.normalize import NO_TEXT, checked_texts, prepare
 from lsh_spark.shingle import add_shingles, text_hash
+from lsh_spark.signature import minhash
 
 TEXTS = [
     ("a", "The quick brown fox jumps over the lazy dog, again and again."),

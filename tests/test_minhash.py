@@ -3,7 +3,7 @@ import pytest
 from pyspark.sql import types as T
 
 from lsh_spark.kernels import KERNELS
-from lsh_spark.minhash import (
+from lsh_spark.signature import (
     minhash,
     minhash_flat,
     permutation_params,
@@ -28,7 +28,7 @@ GOLDEN_B = [1667631020, 1371919918, 380574338]
 
 def test_splitmix64_matches_published_test_vector():
     # Reference outputs of SplitMix64 seeded with 1234567 (Vigna's splitmix64.c).
-    from lsh_spark.minhash import _splitmix64
+    from lsh_spark.signature import _splitmix64
 
     state, out = 1234567, []
     for _ in range(3):
@@ -113,7 +113,7 @@ def test_compiled_kernel_needs_numba(monkeypatch):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_kernel_chunks_and_division_free_remainder_are_exact(monkeypatch, kernel):
-    import lsh_spark.minhash as mh
+    import lsh_spark.signature as mh
 
     # Chunks of 10 values (numpy kernel): documents shorter than, equal to and
     # longer than a chunk, so every chunk boundary case is crossed.

@@ -209,7 +209,7 @@ def test_keep_where_of_a_sliced_array_is_valid(typ):
 
 def test_features_of_a_sliced_batch_equal_those_of_a_copy():
     from lsh_spark.features import _features_batch
-    from lsh_spark.minhash import permutation_params
+    from lsh_spark.signature import permutation_params
 
     texts = [
         "Hello, World! and more words here",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lsh_spark.cluster import apply_keep_policy, connected_components
@@ -18,9 +18,16 @@ from lsh_spark.stages.common import Output, Timer, checkpoint_dir, observed, res
 
 
 def stage_cluster(
-    spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig, n_pairs: int | None = None
+    spark: SparkSession,
+    input_path: str | DataFrame,
+    out: Output,
+    cfg: DedupConfig,
+    n_pairs: int | None = None,
+    deduped: bool = True,
 ) -> dict[str, Any]:
-    """Connected components and the keep policy: writes ``clusters/`` and ``deduped/``.
+    """Connected components and the keep policy: writes ``clusters/`` and (unless
+    ``deduped`` is false: :mod:`lsh_spark.api` removes the copies on demand)
+    ``deduped/``.
 
     ``n_pairs``: the number of rows of ``pairs/`` when the caller knows it.
     """
@@ -47,10 +54,11 @@ def stage_cluster(
         )
         out.write(clusters, "clusters")
     kept = out.read("clusters").filter("keep")
-    with timer("deduped"):
-        raw, facts = read_corpus(spark, input_path, cfg)
-        deduped = raw.join(kept.select("id", "cluster_size"), "id").drop("reject_reason")
-        out.write(restore_id_col(deduped, cfg, facts["derived_ids"]), "deduped")
+    if deduped:
+        with timer("deduped"):
+            raw, facts = read_corpus(spark, input_path, cfg)
+            kept_docs = raw.join(kept.select("id", "cluster_size"), "id").drop("reject_reason")
+            out.write(restore_id_col(kept_docs, cfg, facts["derived_ids"]), "deduped")
     with tagged(spark, "cluster"):
         sizes = [
             {"cluster_size": r["cluster_size"], "clusters": r["n"]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from lsh_spark.config import DedupConfig
 from lsh_spark.io import detect_format, input_files
@@ -13,14 +13,16 @@ from lsh_spark.warc import extract_warc, register_extracted, skipped_counts
 
 
 def extract_crawl_input(
-    spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
+    spark: SparkSession, input_path: str | DataFrame, out: Output, cfg: DedupConfig
 ) -> dict[str, Any]:
     """For WARC input, extract the pages once into ``extracted/`` of the output.
 
     Later reads of ``input_path`` in this process read that Parquet instead of
     parsing the crawl files again.  Returns the report's ``warc`` section
-    (empty for other formats).
+    (empty for other formats and for a DataFrame).
     """
+    if not isinstance(input_path, str):
+        return {}
     fmt = cfg.format or detect_format(input_files(spark, input_path))
     if fmt != "warc":
         return {}
@@ -41,7 +43,7 @@ def extract_crawl_input(
     }
 
 
-def release_crawl_input(input_path: str, out: Output) -> None:
+def release_crawl_input(input_path: str | DataFrame, out: Output) -> None:
     """Forget the extracted pages of ``input_path`` and delete ``extracted/``."""
     register_extracted(input_path, None)
     out.fs.delete(out.path("extracted"))

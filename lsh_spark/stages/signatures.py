@@ -9,20 +9,21 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
 from lsh_spark.features import word_minhash_features
 from lsh_spark.io import InputError, check_unique_ids, read_corpus
-from lsh_spark.minhash import minhash
 from lsh_spark.normalize import checked_texts, prepare
 from lsh_spark.session import in_background
 from lsh_spark.shingle import add_shingles, text_hash
+from lsh_spark.signature import minhash
 from lsh_spark.simhash import add_simhash
 from lsh_spark.stages.common import (
     SCRATCH_PARQUET,
     SIGNATURE_PARQUET,
+    Observed,
     Output,
     Timer,
     job_tag,
@@ -36,7 +37,7 @@ SIGNATURE_COLUMNS = ("id", "signature", "num_shingles", "text_hash", "text_len")
 
 def stage_signatures(
     spark: SparkSession,
-    input_path: str,
+    input_path: str | DataFrame,
     out: Output,
     cfg: DedupConfig,
     packed: bool = False,
@@ -174,7 +175,7 @@ def _checked_ids(out: Output, name: str) -> DataFrame:
     return df
 
 
-def _record_counts(features: DataFrame, shingles: bool = False) -> tuple[DataFrame, Observation]:
+def _record_counts(features: DataFrame, shingles: bool = False) -> tuple[DataFrame, Observed]:
     """Every input record's features (rejected ones with a ``reason``), observed:
     ``records`` and ``rejected`` come with the write (see :func:`observed`);
     ``shingles``: also the total ``num_shingles`` of the accepted records."""
@@ -210,7 +211,7 @@ def _signature_counts(out: Output, facts: dict[str, Any], seen: dict[str, int]) 
 
 
 def stage_vector_signatures(
-    spark: SparkSession, input_path: str, out: Output, cfg: DedupConfig
+    spark: SparkSession, input_path: str | DataFrame, out: Output, cfg: DedupConfig
 ) -> dict[str, Any]:
     """Vectors: validate, project (hyperplane bits or p-stable buckets).
 
