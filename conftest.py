@@ -17,6 +17,14 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.join(ROOT, "data", "sample", "corpus.jsonl")
 
 
+def pytest_collection_modifyitems(items):
+    """docs/api.md's examples run whole pipelines: ``heavy`` (a doctest file
+    cannot carry a marker itself)."""
+    for item in items:
+        if item.nodeid.startswith("docs/"):
+            item.add_marker(pytest.mark.heavy)
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -14,52 +14,9 @@ Example:
       --output out/2026-11-29/
 """
 
-import json
 import sys
 
-from lsh_spark.cli import build_parser, parse, run_job
-from lsh_spark.crawl import run_crawl_batch
-
-PROG = "crawl_dedup.py"
-
-
-def build_crawl_parser():
-    return build_parser(PROG, __doc__.split("\n\n")[1].replace("\n", " "))
-
-
-def main(argv=None) -> int:
-    args, cfg = parse(build_crawl_parser(), argv)
-    report = run_job(
-        PROG,
-        lambda spark: run_crawl_batch(
-            spark,
-            args.batch,
-            args.index,
-            args.output,
-            cfg,
-            batch_id=args.batch_id,
-            keep=args.keep,
-            max_retries=args.max_retries,
-        ),
-        remote=args.remote,
-    )
-    c = report["counts"]
-    print(
-        json.dumps(
-            {
-                "batch_id": report["batch_id"],
-                "status": report["status"],
-                "index_version": report["index"]["after"]["version"],
-                "attempts": report["index"].get("attempts", 1),
-                "index_documents": report["index"]["after"]["documents"],
-                **c,
-            }
-        )
-    )
-    if report["status"] == "already_applied":
-        print(report["message"])
-    return 0
-
+from lsh_spark.commands import crawl as main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,27 +12,9 @@ Example:
   spark-submit jobs/index_compact.py --index index/
 """
 
-import json
 import sys
 
-from lsh_spark.cli import build_parser, parse, run_job
-from lsh_spark.index import compact
-
-PROG = "index_compact.py"
-
-
-def main(argv=None) -> int:
-    args, _ = parse(build_parser(PROG, __doc__.split("\n\n")[1].replace("\n", " ")), argv)
-    result = run_job(
-        PROG,
-        lambda spark: compact(
-            spark, args.index, args.target_file_mb << 20, args.retention_hours * 3600
-        ),
-        remote=args.remote,
-    )
-    print(json.dumps(result))
-    return 0
-
+from lsh_spark.commands import compact as main
 
 if __name__ == "__main__":
     sys.exit(main())

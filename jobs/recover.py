@@ -11,33 +11,9 @@ Example:
   spark-submit jobs/recover.py s3a://bucket/dedup/run1
 """
 
-import argparse
-import json
 import sys
 
-from lsh_spark.cli import run_job
-
-PROG = "recover.py"
-
-
-def recover(spark, output: str) -> dict:
-    """Recover ``output`` as a whole-run output and as a stage jobs' output."""
-    from lsh_spark.io import FileSystem, recover_output, recover_stages
-
-    actions = recover_output(spark, output)
-    if FileSystem(spark, output).is_dir(output):
-        actions += recover_stages(spark, output)
-    return {"output": output, "actions": actions}
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[1])
-    parser.add_argument("output", metavar="OUT", help="the output directory to recover")
-    parser.add_argument("--remote", help="a Spark Connect server (sc://host:port)")
-    args = parser.parse_args(argv)
-    print(json.dumps(run_job(PROG, lambda spark: recover(spark, args.output), remote=args.remote)))
-    return 0
-
+from lsh_spark.commands import recover as main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -353,7 +354,10 @@ def _keyword(flag: re.Match) -> str:
 def _workdir(spark: SparkSession, workdir: str | None) -> str:
     if workdir is not None:
         return workdir
-    master = spark.conf.get("spark.master", "") or ""
+    try:
+        master = spark.conf.get("spark.master", "") or ""
+    except PySparkException:  # a server that does not expose it: not known to be local
+        master = ""
     if not master.startswith("local"):
         raise ValueError(
             f"workdir is required with master {master!r}: a directory every executor "

@@ -243,8 +243,8 @@ JOBS = {
 
 # -- parsing ---------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
-    def __init__(self, job: Job, **kwargs: Any) -> None:
-        super().__init__(prog=job.prog, **kwargs)
+    def __init__(self, job: Job, prog: str | None = None, **kwargs: Any) -> None:
+        super().__init__(prog=prog or job.prog, **kwargs)
         self.job = job
 
     def error(self, message: str) -> NoReturn:  # one line, exit code 2
@@ -266,14 +266,17 @@ def _add_option(parser: argparse.ArgumentParser, key: str, opt: Option, default:
     parser.add_argument(flag(key), **kwargs)
 
 
-def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """The parser of the job ``prog`` (a key of :data:`JOBS`), flags from the definitions.
+def build_parser(
+    job_name: str, description: str, prog: str | None = None
+) -> argparse.ArgumentParser:
+    """The parser of the job ``job_name`` (a key of :data:`JOBS`), flags from the
+    definitions; ``prog``: its name in help and errors (default ``job_name``).
 
     Options are left out of the namespace unless given (:func:`parse` fills in
     the YAML file's values and the defaults).
     """
-    job = JOBS[prog]
-    parser = _Parser(job, description=description)
+    job = JOBS[job_name]
+    parser = _Parser(job, prog, description=description)
     owners = job.options()
     for i, cls in enumerate(job.groups):
         for key, opt in options(cls).items():
@@ -384,12 +387,13 @@ def run_job(
     from lsh_spark.session import build_session, fill_defaults, settings_restored
 
     errors = (LshSparkError, *user_errors)
+    name = prog if prog.startswith("lsh-spark") else f"lsh-spark {prog.removesuffix('.py')}"
     try:
         if spark is not None:
             with settings_restored(spark):
                 fill_defaults(spark)
                 return work(spark)
-        spark = build_session(f"lsh-spark {prog.removesuffix('.py')}", remote)
+        spark = build_session(name, remote)
         try:
             return work(spark)
         finally:
@@ -399,28 +403,37 @@ def run_job(
 
 
 def run_stage(
-    prog: str,
+    job: str,
     description: str,
     stage: Callable[..., dict[str, Any]],
     requires: tuple[tuple[str, str], ...],
     argv: Sequence[str] | None = None,
     spark: SparkSession | None = None,
+    prog: str | None = None,
 ) -> int:
     """Main of a per-stage job: parse flags, check earlier stages, run, merge the report.
 
-    ``requires`` lists the datasets of earlier stages the stage reads, with the
-    job that writes each; ``spark``: see :func:`run_job`.
+    ``job``: the job's file name (``verify.py``); ``requires`` lists the datasets
+    of earlier stages the stage reads, with the stage (``signatures``) that
+    writes each; ``spark``: see :func:`run_job`; ``prog``: the command's name
+    in help and errors (default ``job``).
     """
-    args, cfg = parse(build_parser(prog, description), argv)
+    prog = prog or job
+    args, cfg = parse(build_parser(job, description, prog), argv)
+    console = prog.startswith("lsh-spark")
+    needs = tuple(
+        (dataset, f"lsh-spark {writer}" if console else f"jobs/{writer}.py")
+        for dataset, writer in requires
+    )
     section = run_job(
         prog,
-        lambda spark: _run_stage(spark, prog, stage, requires, args, cfg),
+        lambda spark: _run_stage(spark, job, stage, needs, args, cfg),
         remote=args.remote,
         spark=spark,
     )
     print(
         json.dumps(
-            {"stage": prog.removesuffix(".py"), "output": args.output, **section.get("counts", {})}
+            {"stage": job.removesuffix(".py"), "output": args.output, **section.get("counts", {})}
         )
     )
     return 0

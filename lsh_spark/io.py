@@ -345,8 +345,11 @@ class FileSystem:
         self._fs.move(self._p(tmp), self._p(path))
 
     def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8")
+
+    def read_bytes(self, path: str) -> bytes:
         with self._fs.open_input_file(self._p(path)) as fh:
-            return fh.read().decode("utf-8")
+            return fh.read()
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
         """Create file ``path`` holding ``data`` in one step that fails if it exists.

@@ -3,7 +3,7 @@
 #   dist/lsh_spark.zip          the lsh_spark package, for --py-files
 #   dist/lsh-spark-env.tar.gz   a packed virtualenv (venv-pack) with the native
 #                               dependencies numpy, pyarrow, pandas and pyyaml at
-#                               the versions pinned in pyproject.toml, for
+#                               the versions of constraints.txt, for
 #                               --archives dist/lsh-spark-env.tar.gz#environment
 # Usage: bash scripts/package.sh [--zip-only]
 #   --zip-only  build the zip alone, for clusters whose workers already have the
@@ -34,8 +34,8 @@ echo "built dist/lsh_spark.zip" >&2
 if [ "${1:-}" = "--zip-only" ]; then exit 0; fi
 
 # The executor environment: runtime dependencies without PySpark itself (the
-# workers' Spark installation provides it), pins read from the installed
-# lsh-spark metadata, i.e. from pyproject.toml.
+# workers' Spark installation provides it, and it is an extra), read from the
+# installed lsh-spark metadata, at the tested versions of constraints.txt.
 reqs="$("$VENV/bin/python" - <<'PY'
 from importlib.metadata import requires
 for r in requires("lsh-spark") or []:
@@ -44,13 +44,14 @@ for r in requires("lsh-spark") or []:
 PY
 )"
 PACK="$ROOT/build/executor-venv"
-want="$reqs venv-pack==0.2.0 $("$PYTHON" -V 2>&1)"
+want="$reqs venv-pack==0.2.0 $("$PYTHON" -V 2>&1) $(cat "$ROOT/constraints.txt")"
 if [ ! -f "$PACK/.installed" ] || [ "$(cat "$PACK/.installed")" != "$want" ]; then
   rm -rf "$PACK"
   "$PYTHON" -m venv "$PACK"
   log="$ROOT/build/executor-venv.log"
   # shellcheck disable=SC2086
-  if ! "$PACK/bin/python" -m pip install $reqs venv-pack==0.2.0 >"$log" 2>&1; then
+  if ! "$PACK/bin/python" -m pip install -c "$ROOT/constraints.txt" $reqs venv-pack==0.2.0 \
+       >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     echo "error: pip install of the executor environment failed; log in $log" >&2
     exit 1

@@ -34,14 +34,17 @@ if [ ! -x "$VENV/bin/python" ]; then
     exit 1
   fi
 fi
-extras="${LSH_SPARK_EXTRAS:-}"
-stamp="$VENV/.lsh-spark-installed-${extras:-base}"
-want="$(cat "$ROOT/pyproject.toml")$extras"
+# PySpark is the extra [spark] (a platform may bring its own); the versions are the
+# tested ones of constraints.txt.
+extras="spark${LSH_SPARK_EXTRAS:+,$LSH_SPARK_EXTRAS}"
+stamp="$VENV/.lsh-spark-installed-$extras"
+want="$(cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt")$extras"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "installing lsh-spark${extras:+[$extras]} into $VENV (first run downloads PySpark, ~450 MB)" >&2
+  echo "installing lsh-spark[$extras] into $VENV (first run downloads PySpark, ~450 MB)" >&2
   log="$VENV/pip-install.log"
   if ! { "$VENV/bin/python" -m pip install --upgrade pip &&
-         "$VENV/bin/python" -m pip install -e "$ROOT${extras:+[$extras]}"; } >"$log" 2>&1; then
+         "$VENV/bin/python" -m pip install -c "$ROOT/constraints.txt" -e "$ROOT[$extras]"; } \
+       >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     echo "error: pip install failed; full log in $log" >&2
     exit 1

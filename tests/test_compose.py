@@ -62,14 +62,19 @@ def test_dedup_service_uses_files_and_flags_that_exist():
         assert any(ckpt.startswith(m + "/") for m in mounts)
 
 
+def pinned(name: str) -> str:
+    """The version of ``name`` in constraints.txt (for Python 3.11+)."""
+    with open(os.path.join(ROOT, "constraints.txt"), encoding="utf-8") as fh:
+        text = fh.read()
+    return re.search(rf"^{re.escape(name)}==([\w.]+)(?:;.*>= \"3.11\")?$", text, re.M).group(1)
+
+
 def test_image_tag_is_pinned_and_matches_pyspark_version():
     with open(os.path.join(ROOT, "Dockerfile"), encoding="utf-8") as fh:
         base = re.search(r"^FROM\s+(\S+)", fh.read(), re.M).group(1)
     image, tag = base.split(":")
     assert image == "apache/spark" and tag != "latest"
-    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
-        pinned = re.search(r'"pyspark==([\d.]+)"', fh.read()).group(1)
-    assert tag.startswith(pinned + "-")
+    assert tag.startswith(pinned("pyspark") + "-")
     with open(os.path.join(ROOT, "Dockerfile"), encoding="utf-8") as fh:
         text = fh.read()
     for path in re.findall(r"^COPY\s+(.+?)\s+/opt/", text, re.M):
@@ -77,14 +82,23 @@ def test_image_tag_is_pinned_and_matches_pyspark_version():
             assert os.path.exists(os.path.join(ROOT, p)), p
 
 
-def test_image_installs_the_pinned_runtime_dependencies():
-    """Every runtime dependency but PySpark (the image's) and numpy (see the
-    Dockerfile's comment) is installed in the image at pyproject's pin."""
-    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
-        deps = re.search(r"^dependencies = \[(.*?)\]", fh.read(), re.M | re.S).group(1)
-    pins = re.findall(r'"([A-Za-z0-9_.-]+)==([^"]+)"', deps)
+def test_every_dependency_has_a_tested_version_and_the_image_uses_them():
+    """Each runtime dependency and extra of pyproject.toml is pinned in
+    constraints.txt, numpy also for the image's Python 3.10; the image installs
+    lsh-spark with those constraints and without the [spark] extra."""
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
+        project = tomllib.load(fh)["project"]
+    reqs = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        reqs += [r for r in extra if not r.startswith("lsh-spark")]
+    for req in reqs:
+        name = re.match(r"[A-Za-z0-9_.-]+", req).group(0)
+        assert re.match(r"[\d.]+$", pinned(name)), name
+        assert "==" not in req, f"{req}: a range in pyproject.toml, the pin in constraints.txt"
+    with open(os.path.join(ROOT, "constraints.txt"), encoding="utf-8") as fh:
+        assert re.search(r'^numpy==2\.2\.\d+; python_version < "3.11"$', fh.read(), re.M)
     with open(os.path.join(ROOT, "Dockerfile"), encoding="utf-8") as fh:
         text = fh.read()
-    for name, version in pins:
-        if name not in ("pyspark", "numpy"):
-            assert f'"{name}=={version}"' in text, name
+    assert "pip install --no-cache-dir -c /opt/lsh-spark/constraints.txt /opt/lsh-spark\n" in text

@@ -525,25 +525,19 @@ def test_a_batch_that_loses_the_race_runs_again_from_the_new_version(crawl, spar
 
 
 def test_cli_arguments_and_config_file(tmp_path, spark):
-    import importlib.util
-
     from lsh_spark.cli import parse
+    from lsh_spark.commands import crawl_parser
     from lsh_spark.config import ConfigError
 
-    spec = importlib.util.spec_from_file_location(
-        "crawl_job", os.path.join(ROOT, "jobs", "crawl_dedup.py")
-    )
-    job = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(job)
     conf = tmp_path / "crawl.yaml"
     conf.write_text("keep: newest\nthreshold: 0.85\n")
     args, cfg = parse(
-        job.build_crawl_parser(),
+        crawl_parser(),
         ["--batch", "b", "--index", "i", "--output", "o", "--config", str(conf)],
     )
     assert args.keep == "newest" and cfg.threshold == 0.85
     args, _ = parse(
-        job.build_crawl_parser(),
+        crawl_parser(),
         [
             "--batch",
             "b",
@@ -560,7 +554,7 @@ def test_cli_arguments_and_config_file(tmp_path, spark):
     assert args.keep == "oldest"  # the command line wins
     with pytest.raises(SystemExit) as exc:
         parse(
-            job.build_crawl_parser(),
+            crawl_parser(),
             ["--batch", "b", "--index", "i", "--output", "o", "--keep", "min-id"],
         )
     assert exc.value.code == 2

@@ -99,16 +99,14 @@ def test_airflow_dag_submits_the_jobs_with_valid_arguments():
     assert set(jobs) == {"crawl_dedup.py", "index_compact.py"}
     for name in jobs:
         assert os.path.exists(os.path.join(ROOT, "jobs", name))
-    crawl_mod = _load(os.path.join(ROOT, "jobs", "crawl_dedup.py"), "crawl_job")
-    compact_mod = _load(os.path.join(ROOT, "jobs", "index_compact.py"), "compact_job")
+    from lsh_spark.cli import build_parser, parse
+    from lsh_spark.commands import crawl_parser
+
     args = [a.replace("{{ ds }}", "2026-11-29") for a in jobs["crawl_dedup.py"]["application_args"]]
-    parsed = crawl_mod.build_crawl_parser().parse_args(args)
+    parsed = crawl_parser().parse_args(args)
     assert parsed.batch.endswith("/2026-11-29") and parsed.output.endswith("/2026-11-29")
     assert parsed.batch_id == "crawl-2026-11-29"
-    compact_mod.parse(
-        compact_mod.build_parser(compact_mod.PROG, "index_compact.py"),
-        jobs["index_compact.py"]["application_args"],
-    )
+    parse(build_parser("index_compact.py", ""), jobs["index_compact.py"]["application_args"])
     for t in tasks:  # the packaging that scripts/package.sh builds
         assert t["py_files"].endswith("dist/lsh_spark.zip")
         assert t["archives"].endswith("dist/lsh-spark-env.tar.gz#environment")
