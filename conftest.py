@@ -42,6 +42,8 @@ def spark(tmp_path_factory):
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "64")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.session.timeZone", "UTC")
+        # Catalog tables (--input-table, --output-table) under the run's tmp directory.
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,9 @@ T = TypeVar("T")
 
 
 # -- the jobs' own flags ---------------------------------------------------------
+TABLE_FORMATS = ("parquet", "delta")
+
+
 def _input() -> Any:
     return option(
         None,
@@ -82,9 +86,45 @@ def _overwrite() -> Any:
 class DedupFlags(Checked):
     """Own flags of ``jobs/dedup.py``."""
 
-    input: str = _input()
+    input: str | None = option(
+        None,
+        "input file or directory (local path, hdfs://, s3a://, gs://, abfss://, dbfs:/), "
+        "searched recursively; or --input-table",
+        type=str,
+        check=PATH,
+        yaml=False,
+    )
+    input_table: str | None = option(
+        None,
+        "a catalog table to read instead of --input (spark.table: Hive, Unity Catalog, "
+        "Delta); it must have the --id-col column",
+        type=str,
+        check=non_empty("a table name ([catalog.][schema.]table)"),
+        yaml=False,
+    )
     output: str = _output()
     overwrite: bool = _overwrite()
+    output_table: str | None = option(
+        None,
+        "also write the deduplicated corpus as this catalog table (saveAsTable), once "
+        "--output is committed; --overwrite replaces an existing table",
+        type=str,
+        check=non_empty("a table name ([catalog.][schema.]table)"),
+        yaml=False,
+    )
+    output_format: str = option(
+        "parquet",
+        "format of --output-table: 'parquet' or 'delta' (needs Delta Lake in the session)",
+        choices=TABLE_FORMATS,
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (self.input is None) == (self.input_table is None):
+            raise ConfigError(
+                "--input: give exactly one of --input PATH and --input-table NAME"
+                + ("; got both" if self.input is not None else "")
+            )
 
 
 @dataclass(frozen=True)
@@ -167,6 +207,15 @@ REMOTE = Option(
     "classic Spark of spark-submit (docs/connect.md)",
     rule=Rule("a Spark Connect URL, sc://HOST:PORT", lambda v: str(v).startswith("sc://")),
     default_text="$SPARK_REMOTE",
+    yaml=False,
+)
+
+# --progress, taken by every job: Spark's console progress bar.
+PROGRESS = Option(
+    bool,
+    False,
+    "show Spark's console progress bar (one line per running stage) on stderr; the "
+    "INFO lines of each stage's start, end and counts are shown either way",
     yaml=False,
 )
 
@@ -285,6 +334,7 @@ def build_parser(
         if i == 0 and job.yaml_keys():
             _add_option(parser, "config", CONFIG_FILE, None)
     _add_option(parser, "remote", REMOTE, None)
+    _add_option(parser, "progress", PROGRESS, False)
     return parser
 
 
@@ -319,10 +369,15 @@ def parse(
 
 
 def _local(path: str) -> str | None:
-    """The local file system path of ``path``, or None for a remote URI (hdfs://, s3a://)."""
+    """The local file system path of ``path``, or None for a remote URI (hdfs://, s3a://,
+    dbfs:/).
+
+    >>> _local("file:/tmp/x"), _local("dbfs:/mnt/x"), _local("gs://b/x"), _local("data/x")
+    ('/tmp/x', None, None, 'data/x')
+    """
     if path.startswith("file:"):
         return path[len("file:") :]
-    return None if "://" in path else path
+    return None if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", path) else path
 
 
 def precheck_paths(args: argparse.Namespace) -> None:
@@ -355,6 +410,7 @@ def run_job(
     user_errors: tuple[type[Exception], ...] = (),
     remote: str | None = None,
     spark: SparkSession | None = None,
+    progress: bool = False,
 ) -> T:
     """Run ``work(spark)`` in the job's Spark session and return its result.
 
@@ -377,14 +433,22 @@ def run_job(
         Run in this session (a notebook's, a test's) instead of building one:
         it is not stopped, and the settings the job changes are put back
         (:func:`lsh_spark.session.settings_restored`).  Without it the job
-        builds its session and stops it in every case.
+        builds its session and stops it in every case, and shows lsh-spark's
+        INFO lines on stderr (:func:`lsh_spark.session.show_progress_lines`).
+    progress : bool
+        Spark's console progress bar (``--progress``), for a session built here.
 
     Returns
     -------
     Any
         What ``work`` returned.
     """
-    from lsh_spark.session import build_session, fill_defaults, settings_restored
+    from lsh_spark.session import (
+        build_session,
+        fill_defaults,
+        settings_restored,
+        show_progress_lines,
+    )
 
     errors = (LshSparkError, *user_errors)
     name = prog if prog.startswith("lsh-spark") else f"lsh-spark {prog.removesuffix('.py')}"
@@ -393,7 +457,8 @@ def run_job(
             with settings_restored(spark):
                 fill_defaults(spark)
                 return work(spark)
-        spark = build_session(name, remote)
+        show_progress_lines()
+        spark = build_session(name, remote, progress)
         try:
             return work(spark)
         finally:
@@ -430,6 +495,7 @@ def run_stage(
         lambda spark: _run_stage(spark, job, stage, needs, args, cfg),
         remote=args.remote,
         spark=spark,
+        progress=args.progress,
     )
     print(
         json.dumps(
@@ -451,6 +517,7 @@ def _run_stage(
     from lsh_spark.io import StagewiseOutput
     from lsh_spark.pipeline import describe_bounded_families, merge_reports, report_header
     from lsh_spark.session import size_shuffle_partitions
+    from lsh_spark.stages.common import log_counts
 
     needs_input = "input" in JOBS[prog].options()
     out = StagewiseOutput(spark, args.output)
@@ -462,6 +529,7 @@ def _run_stage(
     size_shuffle_partitions(spark, out.fs.size_bytes(sized_by))
     old = out.read_json("report.json")  # before the stage writes: its datasets are new
     section = stage(spark, args.input, out, cfg) if needs_input else stage(spark, out, cfg)
+    log_counts(prog.removesuffix(".py"), section)
     if old.get("parameters") not in (None, cfg.to_dict()):
         log.warning(
             "%s: warning: parameters differ from the earlier stages recorded in report.json", prog

@@ -22,7 +22,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from lsh_spark import __version__
-from lsh_spark.cli import build_parser, parse, run_job, run_stage
+from lsh_spark.cli import PROGRESS, build_parser, parse, run_job, run_stage
 
 Argv = Sequence[str] | None
 
@@ -37,13 +37,12 @@ def dedup(argv: Argv = None, spark: SparkSession | None = None, prog: str = "ded
     verification, clusters and the deduplicated corpus, written atomically to
     --output.  See docs/options.md for every option and README.md for the
     output layout."""
-    from lsh_spark.pipeline import run_dedup
-
     args, cfg = parse(build_parser("dedup.py", _about(dedup), prog), argv)
     report = run_job(
         prog,
-        lambda s: run_dedup(s, args.input, args.output, cfg, overwrite=args.overwrite),
+        lambda s: _dedup(s, args, cfg),
         remote=args.remote,
+        progress=args.progress,
         spark=spark,
     )
     c = report["counts"]
@@ -56,12 +55,30 @@ def dedup(argv: Argv = None, spark: SparkSession | None = None, prog: str = "ded
         "deduped_documents",
     )
     summary = {"output": args.output, **{k: c[k] for k in keys}}
+    if args.output_table:
+        summary["output_table"] = args.output_table
     print(json.dumps({**summary, "seconds": report["seconds"]["total"]}))
     print(
         f"results in {args.output}/ (deduped/, clusters/, pairs/, rejects/, report.json, "
         "s_curve.png)"
     )
     return 0
+
+
+def _dedup(spark: SparkSession, args: argparse.Namespace, cfg: Any) -> dict:
+    """The dedup run of ``args``: from --input or --input-table, into --output, then
+    the deduplicated corpus into --output-table."""
+    from lsh_spark.io import check_table_target, read_table, write_table
+    from lsh_spark.pipeline import run_dedup
+
+    source = read_table(spark, args.input_table) if args.input_table else args.input
+    if args.output_table:
+        check_table_target(spark, args.output_table, args.output_format, args.overwrite)
+    report = run_dedup(spark, source, args.output, cfg, overwrite=args.overwrite)
+    if args.output_table:
+        deduped = spark.read.parquet(f"{args.output.rstrip('/')}/deduped")
+        write_table(deduped, args.output_table, args.output_format, args.overwrite)
+    return report
 
 
 def decontaminate(
@@ -84,6 +101,7 @@ def decontaminate(
             s, args.input, args.reference, args.output, cfg, dc, overwrite=args.overwrite
         ),
         remote=args.remote,
+        progress=args.progress,
         spark=spark,
     )
     summary = {"output": args.output, **report["counts"], "seconds": report["seconds"]["total"]}
@@ -124,6 +142,7 @@ def crawl(
             max_retries=args.max_retries,
         ),
         remote=args.remote,
+        progress=args.progress,
         spark=spark,
     )
     index = report["index"]
@@ -159,6 +178,7 @@ def compact(
             s, args.index, args.target_file_mb << 20, args.retention_hours * 3600
         ),
         remote=args.remote,
+        progress=args.progress,
         spark=spark,
     )
     print(json.dumps(result))
@@ -172,7 +192,13 @@ def advise(argv: Argv = None, spark: SparkSession | None = None, prog: str = "ad
     the predicted candidate pairs per document, then checks the prediction by
     hashing the sample.  Writes advice.json and s_curve.png under --output."""
     args, cfg = parse(build_parser("advise.py", _about(advise), prog), argv)
-    advice = run_job(prog, lambda s: _write_advice(s, args, cfg), remote=args.remote, spark=spark)
+    advice = run_job(
+        prog,
+        lambda s: _write_advice(s, args, cfg),
+        remote=args.remote,
+        progress=args.progress,
+        spark=spark,
+    )
     rec = advice["recommended"]
     keys = (
         ("max_hamming", "blocks", "tables", "jaccard_recall")
@@ -214,8 +240,15 @@ def recover(argv: Argv = None, spark: SparkSession | None = None, prog: str = "r
     parser = argparse.ArgumentParser(prog=prog, description=_about(recover))
     parser.add_argument("output", metavar="OUT", help="the output directory to recover")
     parser.add_argument("--remote", help="a Spark Connect server (sc://host:port)")
+    parser.add_argument("--progress", action="store_true", help=PROGRESS.help)
     args = parser.parse_args(argv)
-    result = run_job(prog, lambda s: _recover(s, args.output), remote=args.remote, spark=spark)
+    result = run_job(
+        prog,
+        lambda s: _recover(s, args.output),
+        remote=args.remote,
+        progress=args.progress,
+        spark=spark,
+    )
     print(json.dumps(result))
     return 0
 
@@ -230,7 +263,9 @@ def _recover(spark: SparkSession, output: str) -> dict:
     return {"output": output, "actions": actions}
 
 
-def inspect(argv: Argv = None, spark: SparkSession | None = None, prog: str = "inspect.py") -> int:
+def inspect(
+    argv: Argv = None, spark: SparkSession | None = None, prog: str = "inspect_run.py"
+) -> int:
     """Writes one self-contained HTML page (no server) of what a dedup run merged
     and why: the largest clusters with their kept document, a sample of removed
     documents beside the document kept in their place with the differing words
@@ -241,6 +276,7 @@ def inspect(argv: Argv = None, spark: SparkSession | None = None, prog: str = "i
     parser.add_argument("--input", required=True, help="the run's input (for the texts)")
     parser.add_argument("--html", help="where to write the page (default: OUT/inspect.html)")
     parser.add_argument("--remote", help="a Spark Connect server (sc://host:port)")
+    parser.add_argument("--progress", action="store_true", help=PROGRESS.help)
     args = parser.parse_args(argv)
     from lsh_spark.inspection import inspect_output
 
@@ -248,6 +284,7 @@ def inspect(argv: Argv = None, spark: SparkSession | None = None, prog: str = "i
         prog,
         lambda s: inspect_output(s, args.output, args.input, args.html),
         remote=args.remote,
+        progress=args.progress,
         spark=spark,
     )
     print(json.dumps(result))

@@ -627,6 +627,42 @@ def _derived_id(spark_df: DataFrame, key: Column) -> DataFrame:
     return single.unionByName(multi).drop("_base", "_n")
 
 
+def read_table(spark: SparkSession, name: str) -> DataFrame:
+    """The catalog table ``name`` (``--input-table``); a :class:`ConfigError` if the
+    session's catalog has none."""
+    if not spark.catalog.tableExists(name):
+        raise ConfigError(f"--input-table: table {name!r} not found in the session's catalog")
+    return spark.table(name)
+
+
+def check_table_target(spark: SparkSession, name: str, fmt: str, overwrite: bool) -> None:
+    """Before a run writes anything: ``fmt`` can be written by the session, and an
+    existing table ``name`` is replaced only with ``overwrite``."""
+    if fmt != "parquet" and not _has_data_source(spark, fmt):
+        raise ConfigError(
+            f"--output-format: got {fmt!r}, but the session has no {fmt} data source "
+            "(Delta Lake: the delta-spark package and its session extensions, as on "
+            "Databricks); allowed here: parquet"
+        )
+    if spark.catalog.tableExists(name) and not overwrite:
+        raise ConfigError(f"--output-table: table {name!r} exists; pass --overwrite to replace it")
+
+
+def write_table(df: DataFrame, name: str, fmt: str, overwrite: bool) -> None:
+    """``df`` as the catalog table ``name`` in format ``fmt`` (``saveAsTable``)."""
+    df.write.format(fmt).mode("overwrite" if overwrite else "errorifexists").saveAsTable(name)
+
+
+def _has_data_source(spark: SparkSession, fmt: str) -> bool:
+    """Whether the session can read and write format ``fmt``: resolving a read of
+    a missing path fails for a missing path, not for a missing source."""
+    try:
+        columns = spark.read.format(fmt).load("/lsh-spark-probe-of-a-missing-path").columns
+    except Exception as exc:  # noqa: BLE001 (classic raises Py4J errors, Connect its own)
+        return "DATA_SOURCE_NOT_FOUND" not in str(exc)
+    return columns is not None
+
+
 def input_bytes(spark: SparkSession, source: str | DataFrame) -> int:
     """Bytes of the input: of the files below the path, or of the directories
     holding the files a DataFrame scans (0 for one built in memory)."""

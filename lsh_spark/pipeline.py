@@ -40,7 +40,7 @@ from lsh_spark.report import describe_bounded_families, merge_reports, report_he
 from lsh_spark.session import adaptive_enabled, size_shuffle_partitions
 from lsh_spark.stages.candidates import banding_section, stage_candidates
 from lsh_spark.stages.cluster import stage_cluster
-from lsh_spark.stages.common import Output, Timer, observed
+from lsh_spark.stages.common import Output, Timer, log_counts, observed
 from lsh_spark.stages.extract import extract_crawl_input, release_crawl_input
 from lsh_spark.stages.measure import stage_verify_measure
 from lsh_spark.stages.signatures import (
@@ -135,6 +135,7 @@ def _run_stages(
     # vectors/ and check its ids in their own stage.)
     later = cfg.method not in VECTOR_METHODS
     signatures = stage_signatures(spark, input_path, out, cfg, packed=True, check_ids=not later)
+    log_counts("signatures", signatures)
     accepted = signatures["counts"]["accepted"]
     ids_checked = start_id_check(spark, out.read("shingles")) if later else None
     try:
@@ -142,6 +143,7 @@ def _run_stages(
     finally:
         if ids_checked is not None:
             ids_checked.result()
+    log_counts("candidates", candidates)
     verified = stage_verify(
         spark,
         out,
@@ -150,9 +152,11 @@ def _run_stages(
         documents=accepted,
         shingles=signatures["counts"].get("accepted_shingles"),
     )
+    log_counts("verify", verified)
     clustered = stage_cluster(
         spark, input_path, out, cfg, verified["counts"]["verified_pairs"], deduped
     )
+    log_counts("cluster", clustered)
     report = merge_reports(
         report_header(input_path, cfg), crawl, signatures, candidates, verified, clustered
     )

@@ -55,19 +55,38 @@ SMALL_BYTES_PER_CORE = 64 << 20
 PARALLELISM_PROBE_ROWS = 1 << 20
 
 
-def build_session(app_name: str, remote: str | None = None) -> SparkSession:
+def build_session(app_name: str, remote: str | None = None, progress: bool = False) -> SparkSession:
     """Get or create the session started by spark-submit, with :data:`DEFAULTS`
     filled in where the user set nothing.
 
     ``remote`` (``sc://HOST:PORT``) connects to a Spark Connect server instead;
     without it, PySpark connects to ``$SPARK_REMOTE`` when that is set.
+    ``progress``: Spark's console progress bar (the driver's, so classic only).
     """
     builder = SparkSession.builder.appName(app_name)
     if remote:
         builder = builder.remote(remote)
+    elif progress:
+        builder = builder.config("spark.ui.showConsoleProgress", "true")
     spark = builder.getOrCreate()
     fill_defaults(spark)
     return spark
+
+
+def show_progress_lines() -> None:
+    """Send lsh-spark's log lines from INFO up to stderr, in the format of Spark's
+    own (``conf/log4j2.properties``), unless the application configured logging
+    itself.  The jobs call it; a library user chooses with
+    ``logging.getLogger("lsh_spark")``."""
+    root, ours = logging.getLogger(), logging.getLogger("lsh_spark")
+    if root.handlers or ours.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s lsh-spark: %(message)s", "%y/%m/%d %H:%M:%S")
+    )
+    ours.addHandler(handler)
+    ours.setLevel(logging.INFO)
 
 
 def fill_defaults(spark: SparkSession) -> None:

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from lsh_spark.cli import CONFIG_FILE, JOBS, REMOTE, Job
+from lsh_spark.cli import CONFIG_FILE, JOBS, PROGRESS, REMOTE, Job
 from lsh_spark.config import GROUPS, DedupConfig, Option, flag, options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,6 +72,7 @@ def job_section(job: Job) -> list[str]:
         if i == 0 and job.yaml_keys():
             rows.append(row("config", CONFIG_FILE))
     rows.append(row("remote", REMOTE))
+    rows.append(row("progress", PROGRESS))
     return lines + HEADER + rows + [""]
 
 

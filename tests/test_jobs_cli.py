@@ -196,6 +196,11 @@ def test_config_file_honoured_and_flag_overrides(require_spark_submit, spark, tm
         "signatures.py", "--input", str(small), "--output", str(from_file), "--config", str(cfg)
     )
     assert proc.returncode == 0, explain(proc)
+    # Progress: an INFO line at each section's start and end, and the stage's counts.
+    shown = proc.stdout + proc.stderr
+    for line in ("INFO lsh-spark: signatures: started", "INFO lsh-spark: signatures: done in"):
+        assert line in shown, explain(proc)
+    assert "INFO lsh-spark: signatures: 25 input records, 25 accepted" in shown, explain(proc)
     params = read_report(from_file)["parameters"]
     assert params["threshold"] == 0.7 and params["num_perm"] == 64
     assert [params["bands"], params["rows"]] == list(
@@ -265,3 +270,58 @@ def test_stage_jobs_run_a_vector_method(spark, tmp_path):
     report = read_report(out)
     assert report["counts"]["verified_pairs"] == 10
     assert report["counts"]["duplicate_clusters"] == 10
+
+
+# -- catalog tables in and out ---------------------------------------------------
+def test_dedup_reads_and_writes_catalog_tables(spark, tmp_path, capsys):
+    """--input-table and --output-table, in process: the table's dedup equals the
+    file's, and the deduplicated corpus is a catalog table."""
+    spark.read.json(SAMPLE).write.saveAsTable("pages_in")
+    try:
+        out = tmp_path / "from_table"
+        in_process(
+            "dedup.py",
+            spark,
+            "--input-table",
+            "pages_in",
+            "--output",
+            str(out),
+            "--output-table",
+            "pages_deduped",
+        )
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-2])
+        assert summary["output_table"] == "pages_deduped" and summary["input_records"] == 411
+        table = spark.table("pages_deduped")
+        assert_df_equality(
+            table,
+            spark.read.parquet(str(out / "deduped")),
+            ignore_row_order=True,
+            ignore_nullable=True,
+        )
+        assert table.count() == summary["deduped_documents"]
+        # An existing table is replaced only with --overwrite; a format the session
+        # cannot write is refused before anything runs; so is a missing table.
+        again = ["--input-table", "pages_in", "--output", str(tmp_path / "o2")]
+        for extra, message in [
+            (["--output-table", "pages_deduped"], "table 'pages_deduped' exists; pass --overwrite"),
+            (["--output-table", "t2", "--output-format", "delta"], "no delta data source"),
+        ]:
+            with pytest.raises(SystemExit) as exit_:
+                in_process("dedup.py", spark, *again, *extra)
+            assert exit_.value.code == 2 and message in capsys.readouterr().err
+            assert not (tmp_path / "o2").exists()
+        with pytest.raises(SystemExit):
+            in_process("dedup.py", spark, "--input-table", "nope", "--output", str(tmp_path / "o3"))
+        assert "table 'nope' not found" in capsys.readouterr().err
+    finally:
+        spark.sql("DROP TABLE IF EXISTS pages_in")
+        spark.sql("DROP TABLE IF EXISTS pages_deduped")
+
+
+def test_input_and_input_table_are_one_of_two(capsys):
+    from lsh_spark.cli import build_parser, parse
+
+    for argv in (["--output", "o"], ["--input", "a", "--input-table", "t", "--output", "o"]):
+        with pytest.raises(SystemExit):
+            parse(build_parser("dedup.py", ""), argv)
+        assert "give exactly one of --input PATH and --input-table NAME" in capsys.readouterr().err

@@ -70,7 +70,11 @@ def test_every_option_of_a_job_is_a_flag_of_its_parser(prog):
             assert action.type is opt.type
             assert action.choices == opt.choices
     assert ("config" in actions) == bool(job.yaml_keys())
-    expected = set(job.options()) | {"help", "remote"} | ({"config"} if job.yaml_keys() else set())
+    expected = (
+        set(job.options())
+        | {"help", "remote", "progress"}
+        | ({"config"} if job.yaml_keys() else set())
+    )
     assert set(actions) == expected
 
 
@@ -178,8 +182,8 @@ def session(monkeypatch):
 
     fake = _Session()
 
-    def build(app_name, remote=None):
-        fake.remote = remote
+    def build(app_name, remote=None, progress=False):
+        fake.remote, fake.progress = remote, progress
         return fake
 
     monkeypatch.setattr(lsh_spark.session, "build_session", build)
@@ -199,7 +203,10 @@ def test_remote_flag_reaches_the_session_and_is_checked(session, capsys, tmp_pat
     assert args.remote == "sc://h:15002"
     assert parse(build_parser("dedup.py", "d"), argv)[0].remote is None
     run_job("x.py", lambda spark: None, remote=args.remote)
-    assert session.remote == "sc://h:15002"
+    assert session.remote == "sc://h:15002" and session.progress is False
+    args, _ = parse(build_parser("verify.py", "d"), ["--output", "o", "--progress"])
+    run_job("x.py", lambda spark: None, progress=args.progress)
+    assert session.progress is True
     with pytest.raises(SystemExit) as err:
         parse(build_parser("dedup.py", "d"), [*argv, "--remote", "http://h:1"])
     assert err.value.code == 2
@@ -258,3 +265,22 @@ def test_run_job_in_a_given_session_leaves_its_settings_and_runs_on(spark):
     finally:
         for key, value in before.items():
             spark.conf.set(key, value) if value is not None else spark.conf.unset(key)
+
+
+def test_jobs_show_lsh_sparks_info_lines_unless_logging_is_configured(monkeypatch):
+    import logging
+
+    from lsh_spark.session import show_progress_lines
+
+    ours = logging.getLogger("lsh_spark")
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    monkeypatch.setattr(ours, "handlers", [])
+    monkeypatch.setattr(ours, "level", logging.NOTSET)
+    show_progress_lines()
+    show_progress_lines()  # once
+    assert len(ours.handlers) == 1 and ours.level == logging.INFO
+    configured = logging.StreamHandler()
+    monkeypatch.setattr(ours, "handlers", [])
+    monkeypatch.setattr(logging.getLogger(), "handlers", [configured])
+    show_progress_lines()  # the application's own configuration wins
+    assert ours.handlers == []

@@ -189,19 +189,20 @@ def test_nightly_wrapper_runs_two_days_and_a_rerun(tmp_path):
             ["bash", NIGHTLY, date], env=env, capture_output=True, text=True, timeout=600
         )
         assert done.returncode == 0, done.stderr[-2000:]
-        return json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
+        return [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]
 
-    first, second, again = run("2026-11-28"), run("2026-11-29"), run("2026-11-28")
+    (first,), (second,) = run("2026-11-28"), run("2026-11-29")
     assert first["batch_id"] == "crawl-2026-11-28" and first["new_documents"] == 2
     assert second["duplicates_of_index"] == 1 and second["new_documents"] == 1
-    assert again["status"] == "already_applied" and again["index_version"] == 2
-    # With DECONTAM_REFERENCES, the batch's deduped/ is decontaminated after it.
-    deduped = pq.read_table(str(tmp_path / "results" / "2026-11-29" / "deduped")).to_pylist()
+    # The re-run of the first day changes nothing; with DECONTAM_REFERENCES, the
+    # batch's deduped/ is then decontaminated.
+    deduped = pq.read_table(str(tmp_path / "results" / "2026-11-28" / "deduped")).to_pylist()
     words = deduped[0]["text"].split()
     passage = {"id": "eval-1", "text": " ".join(words[: min(len(words), 40)])}
     (tmp_path / "eval.jsonl").write_text(json.dumps(passage) + "\n")
     env["DECONTAM_REFERENCES"] = str(tmp_path / "eval.jsonl")
-    clean = run("2026-11-29")
+    again, clean = run("2026-11-28")
+    assert again["status"] == "already_applied" and again["index_version"] == 2
     assert clean["removed"] == 1 and clean["clean"] == len(deduped) - 1
-    removed = pq.read_table(str(tmp_path / "results-clean" / "2026-11-29" / "removed"))
+    removed = pq.read_table(str(tmp_path / "results-clean" / "2026-11-28" / "removed"))
     assert removed.column("id").to_pylist() == [deduped[0]["id"]]

@@ -99,3 +99,10 @@ def test_every_job_file_is_a_command():
     for job, fn in by_default.items():
         with open(os.path.join(ROOT, "jobs", job), encoding="utf-8") as fh:
             assert f"from lsh_spark.commands import {fn.__name__} as main\n" in fh.read(), job
+
+
+def test_no_job_file_shadows_a_standard_module():
+    """spark-submit puts jobs/ first on sys.path: jobs/inspect.py once hid the
+    standard library's inspect from every job."""
+    for name in os.listdir(os.path.join(ROOT, "jobs")):
+        assert name.removesuffix(".py") not in sys.stdlib_module_names, name

@@ -79,12 +79,25 @@ class Timer:
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
+        log.info("%s: started", name)
         try:
             with tagged(self.spark, name):
                 yield
         finally:
             self.seconds[name] = round(time.perf_counter() - start, 3)
-            log.debug("section %s: %.3f s", name, self.seconds[name])
+            log.info("%s: done in %.1f s", name, self.seconds[name])
+
+
+def log_counts(stage: str, section: dict) -> None:
+    """One INFO line of a finished stage's counts (documents, pairs, ...)."""
+    counts = section.get("counts", {})
+    shown = ", ".join(
+        f"{value:,} {key.replace('_', ' ')}"
+        for key, value in counts.items()
+        if isinstance(value, int) and not isinstance(value, bool)
+    )
+    if shown:
+        log.info("%s: %s", stage, shown)
 
 
 class Observed:

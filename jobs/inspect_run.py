@@ -1,4 +1,4 @@
-"""spark-submit jobs/inspect.py OUT --input CORPUS [--html FILE]
+"""spark-submit jobs/inspect_run.py OUT --input CORPUS [--html FILE]
 
 Writes one self-contained HTML page of what a dedup run merged and why (the
 largest clusters, removed documents beside the kept ones with the differing words
