@@ -126,7 +126,8 @@ def _run_stages(
     spark: SparkSession, input_path: str | DataFrame, out: Output, cfg: DedupConfig, deduped: bool
 ) -> dict[str, Any]:
     """Every stage in turn into ``out``; the merged report."""
-    partitions = size_shuffle_partitions(spark, input_bytes(spark, input_path))
+    read_bytes = input_bytes(spark, input_path)
+    partitions = size_shuffle_partitions(spark, read_bytes)
     crawl = extract_crawl_input(spark, input_path, out, cfg)
     # shingles/ is deleted before the commit: its sets travel packed.  The ids
     # of shingles/ are checked beside the candidate stage, whose planning leaves
@@ -160,7 +161,11 @@ def _run_stages(
     report = merge_reports(
         report_header(input_path, cfg), crawl, signatures, candidates, verified, clustered
     )
-    report["execution"] = {"shuffle_partitions": partitions, "adaptive": adaptive_enabled(spark)}
+    report["execution"] = {
+        "input_bytes": read_bytes,
+        "shuffle_partitions": partitions,
+        "adaptive": adaptive_enabled(spark),
+    }
     return report
 
 

@@ -1,4 +1,5 @@
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -565,22 +566,28 @@ def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(
     if pairs_per_task:
         monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
     cfg = DedupConfig(block_min_size=2)  # every shared bucket is a block
+    # The signature and candidate stages once; each mode verifies a copy of them.
+    first = StagedOutput(spark, str(tmp_path / "stages"))
+    sigs = stage_signatures(spark, str(sample_path), first, cfg, packed=True)
+    cands = stage_candidates(spark, first, cfg)
+    total = cands["buckets"]["block_members"]
+    assert total > 0
+    # The block total is the number of (block, member) memberships.
+    memberships = V.block_memberships(spark.read.parquet(first.path("blocks")))
+    assert memberships.agg(F.sum(F.size("in_blocks"))).first()[0] == total
+    counts = sigs["counts"]
+    # The shingle total counts the accepted documents' sets.
+    assert (
+        counts["accepted_shingles"]
+        == spark.read.parquet(first.path("signatures")).agg(F.sum("num_shingles")).first()[0]
+    )
     runs = {}
     for mode in ("job", "folded", "bounds"):
         out = StagedOutput(spark, str(tmp_path / f"run-{mode}"))
-        sigs = stage_signatures(spark, str(sample_path), out, cfg, packed=True)
-        cands = stage_candidates(spark, out, cfg)
-        total = cands["buckets"]["block_members"]
-        assert total > 0
-        # The block total is the number of (block, member) memberships.
-        memberships = V.block_memberships(spark.read.parquet(out.path("blocks")))
-        assert memberships.agg(F.sum(F.size("in_blocks"))).first()[0] == total
-        counts = sigs["counts"]
-        # The shingle total counts the accepted documents' sets.
-        assert (
-            counts["accepted_shingles"]
-            == spark.read.parquet(out.path("signatures")).agg(F.sum("num_shingles")).first()[0]
-        )
+        for name in ("signatures", "shingles", "candidates", "blocks"):
+            shutil.copytree(
+                first.path(name).removeprefix("file:"), out.path(name).removeprefix("file:")
+            )
         bounds = (
             {"documents": counts["accepted"], "shingles": counts["accepted_shingles"]}
             if mode == "bounds"

@@ -30,7 +30,7 @@ def run(cmd, **kwargs) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_the_built_wheel_installs_into_an_empty_venv_and_runs_dedup(tmp_path):
+def test_the_built_wheel_installs_into_an_empty_venv_and_runs_dedup_and_inspect(tmp_path):
     dist = tmp_path / "dist"
     run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), ROOT])
     (wheel,) = dist.glob("*.whl")
@@ -72,6 +72,10 @@ def test_the_built_wheel_installs_into_an_empty_venv_and_runs_dedup(tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert report["lsh_spark_version"] == __version__
     assert (out / "deduped" / "_SUCCESS").exists()
+    lsh_spark = str(venv / "bin" / "lsh-spark")
+    run([lsh_spark, "inspect", str(out), "--input", SAMPLE], cwd=home, env=env)
+    page = (out / "inspect.html").read_text()
+    assert "Removed documents (20 sampled)" in page and "<mark>" in page
 
 
 def test_console_command_lists_and_dispatches(capsys):
