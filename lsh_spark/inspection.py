@@ -276,7 +276,12 @@ def render(
 
 def _removed_section(pairs: list[tuple[dict, dict, float]]) -> list[str]:
     e = html.escape
-    parts = [f"<h2 id='removed'>Removed documents ({len(pairs)} sampled)</h2>"]
+    parts = [
+        f"<h2 id='removed'>Removed documents ({len(pairs)} sampled)</h2>",
+        "<p class='meta'>Each beside the document kept in its cluster, the words that differ "
+        "highlighted. A document can join a cluster through other members, so its Jaccard "
+        "with the kept one may be below the threshold.</p>",
+    ]
     for kept, gone, score in pairs:
         a, b = highlight_differences(_words(kept["text"]), _words(gone["text"]))
         parts.append(

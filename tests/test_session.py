@@ -304,3 +304,19 @@ def test_spark_submit_reads_local_properties_and_conf_flags_win(tmp_path):
     # Not set by the file or by build_session: Spark's own default (on) applies.
     assert got["spark.sql.adaptive.enabled"] is None
     assert "-XX:+UseParallelGC" in got["spark.driver.extraJavaOptions"]
+
+
+def test_stage_jobs_are_described_in_the_spark_ui(spark):
+    """tagged() sets the job description the Spark UI lists (classic sessions),
+    per thread, and puts the previous one back."""
+    from lsh_spark.stages.common import JOB_DESCRIPTION, tagged
+
+    context = spark.sparkContext
+    assert context.getLocalProperty(JOB_DESCRIPTION) is None
+    with tagged(spark, "verify"):
+        assert context.getLocalProperty(JOB_DESCRIPTION) == "lsh-spark: verify"
+        with tagged(spark, "report"):
+            assert context.getLocalProperty(JOB_DESCRIPTION) == "lsh-spark: report"
+        assert context.getLocalProperty(JOB_DESCRIPTION) == "lsh-spark: verify"
+        assert spark.range(3).count() == 3
+    assert context.getLocalProperty(JOB_DESCRIPTION) is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -53,16 +53,36 @@ def job_tag(stage: str) -> str:
 def tagged(spark: SparkSession | None, stage: str) -> Iterator[None]:
     """Tag the Spark jobs this thread starts inside the block with :func:`job_tag`,
     so the Spark UI and the event log attribute them (and their shuffle volume)
-    to a pipeline stage.  ``spark=None``: no tag."""
+    to a pipeline stage, and describe them as ``lsh-spark: <stage>`` in the Spark
+    UI's job list.  ``spark=None``: no tag."""
     if spark is None:
         yield
         return
     tag = job_tag(stage)
     spark.addTag(tag)
+    described = _describe(spark, f"lsh-spark: {stage}")
     try:
         yield
     finally:
         spark.removeTag(tag)
+        if described is not None:
+            described()
+
+
+# The local property the Spark UI shows as a job's description.
+JOB_DESCRIPTION = "spark.job.description"
+
+
+def _describe(spark: SparkSession, text: str) -> Callable[[], None] | None:
+    """Set this thread's job description to ``text``; return what puts the previous
+    one back.  Classic sessions only: Spark Connect has no call for it (its jobs
+    carry the tag), so there it does nothing and returns None."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return None
+    context = spark.sparkContext
+    before = context.getLocalProperty(JOB_DESCRIPTION)
+    context.setJobDescription(text)
+    return lambda: context.setLocalProperty(JOB_DESCRIPTION, before)
 
 
 class Timer:
