@@ -311,7 +311,8 @@ def _config(fn: str, cls: type, **values: Any) -> Any:
             f"{fn}() got an unexpected keyword argument {unknown[0]!r}; the options are: {allowed}"
         )
     with python_wording():
-        return cls(**{k: v for k, v in values.items() if v is not None or k in _nullable(cls)})
+        nullable = _nullable(cls)
+        return cls(**{k: v for k, v in values.items() if v is not None or k in nullable})
 
 
 def _nullable(cls: type) -> set[str]:

@@ -54,6 +54,7 @@ T = TypeVar("T")
 
 # -- the jobs' own flags ---------------------------------------------------------
 TABLE_FORMATS = ("parquet", "delta")
+TABLE_NAME = non_empty("a table name ([catalog.][schema.]table)")
 
 
 def _input() -> Any:
@@ -99,7 +100,7 @@ class DedupFlags(Checked):
         "a catalog table to read instead of --input (spark.table: Hive, Unity Catalog, "
         "Delta); it must have the --id-col column",
         type=str,
-        check=non_empty("a table name ([catalog.][schema.]table)"),
+        check=TABLE_NAME,
         yaml=False,
     )
     output: str = _output()
@@ -109,7 +110,7 @@ class DedupFlags(Checked):
         "also write the deduplicated corpus as this catalog table (saveAsTable), once "
         "--output is committed; --overwrite replaces an existing table",
         type=str,
-        check=non_empty("a table name ([catalog.][schema.]table)"),
+        check=TABLE_NAME,
         yaml=False,
     )
     output_format: str = option(

@@ -27,6 +27,12 @@ from lsh_spark.cli import PROGRESS, build_parser, parse, run_job, run_stage
 Argv = Sequence[str] | None
 
 
+def _run(prog: str, args: argparse.Namespace, spark: SparkSession | None, work: Callable) -> Any:
+    """``work(session)`` in the command's session: :func:`lsh_spark.cli.run_job` with
+    the command's --remote and --progress."""
+    return run_job(prog, work, remote=args.remote, progress=args.progress, spark=spark)
+
+
 def _about(fn: Callable[..., Any]) -> str:
     """The first paragraph of ``fn``'s docstring, on one line."""
     return " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())
@@ -38,13 +44,7 @@ def dedup(argv: Argv = None, spark: SparkSession | None = None, prog: str = "ded
     --output.  See docs/options.md for every option and README.md for the
     output layout."""
     args, cfg = parse(build_parser("dedup.py", _about(dedup), prog), argv)
-    report = run_job(
-        prog,
-        lambda s: _dedup(s, args, cfg),
-        remote=args.remote,
-        progress=args.progress,
-        spark=spark,
-    )
+    report = _run(prog, args, spark, lambda s: _dedup(s, args, cfg))
     c = report["counts"]
     keys = (
         "input_records",
@@ -95,14 +95,13 @@ def decontaminate(
 
     args, cfg = parse(build_parser("decontaminate.py", _about(decontaminate), prog), argv)
     dc = DecontamConfig(**{k: getattr(args, k) for k in DecontamConfig.__dataclass_fields__})
-    report = run_job(
+    report = _run(
         prog,
+        args,
+        spark,
         lambda s: run_decontaminate(
             s, args.input, args.reference, args.output, cfg, dc, overwrite=args.overwrite
         ),
-        remote=args.remote,
-        progress=args.progress,
-        spark=spark,
     )
     summary = {"output": args.output, **report["counts"], "seconds": report["seconds"]["total"]}
     print(json.dumps(summary))
@@ -129,8 +128,10 @@ def crawl(
     from lsh_spark.crawl import run_crawl_batch
 
     args, cfg = parse(crawl_parser(prog), argv)
-    report = run_job(
+    report = _run(
         prog,
+        args,
+        spark,
         lambda s: run_crawl_batch(
             s,
             args.batch,
@@ -141,9 +142,6 @@ def crawl(
             keep=args.keep,
             max_retries=args.max_retries,
         ),
-        remote=args.remote,
-        progress=args.progress,
-        spark=spark,
     )
     index = report["index"]
     summary = {
@@ -172,14 +170,13 @@ def compact(
     from lsh_spark.index import compact as compact_index
 
     args, _ = parse(build_parser("index_compact.py", _about(compact), prog), argv)
-    result = run_job(
+    result = _run(
         prog,
+        args,
+        spark,
         lambda s: compact_index(
             s, args.index, args.target_file_mb << 20, args.retention_hours * 3600
         ),
-        remote=args.remote,
-        progress=args.progress,
-        spark=spark,
     )
     print(json.dumps(result))
     return 0
@@ -192,13 +189,7 @@ def advise(argv: Argv = None, spark: SparkSession | None = None, prog: str = "ad
     the predicted candidate pairs per document, then checks the prediction by
     hashing the sample.  Writes advice.json and s_curve.png under --output."""
     args, cfg = parse(build_parser("advise.py", _about(advise), prog), argv)
-    advice = run_job(
-        prog,
-        lambda s: _write_advice(s, args, cfg),
-        remote=args.remote,
-        progress=args.progress,
-        spark=spark,
-    )
+    advice = _run(prog, args, spark, lambda s: _write_advice(s, args, cfg))
     rec = advice["recommended"]
     keys = (
         ("max_hamming", "blocks", "tables", "jaccard_recall")
@@ -242,13 +233,7 @@ def recover(argv: Argv = None, spark: SparkSession | None = None, prog: str = "r
     parser.add_argument("--remote", help="a Spark Connect server (sc://host:port)")
     parser.add_argument("--progress", action="store_true", help=PROGRESS.help)
     args = parser.parse_args(argv)
-    result = run_job(
-        prog,
-        lambda s: _recover(s, args.output),
-        remote=args.remote,
-        progress=args.progress,
-        spark=spark,
-    )
+    result = _run(prog, args, spark, lambda s: _recover(s, args.output))
     print(json.dumps(result))
     return 0
 
@@ -280,12 +265,8 @@ def inspect(
     args = parser.parse_args(argv)
     from lsh_spark.inspection import inspect_output
 
-    result = run_job(
-        prog,
-        lambda s: inspect_output(s, args.output, args.input, args.html),
-        remote=args.remote,
-        progress=args.progress,
-        spark=spark,
+    result = _run(
+        prog, args, spark, lambda s: inspect_output(s, args.output, args.input, args.html)
     )
     print(json.dumps(result))
     return 0
