@@ -117,7 +117,10 @@ def spark_settings(system: str, master: str) -> list[str]:
 
 def run_measured(cmd: list[str], env: dict | None = None) -> dict:
     """Run ``cmd``; return wall seconds, the peak memory of its process tree (MiB,
-    see :func:`tree_memory`), exit code and output tail."""
+    see :func:`tree_memory`) and of its largest JVM and largest Python process alone
+    (resident MiB), the CPU seconds of the whole tree (user + system, each process's
+    last sample), exit code and output tail.  Processes are sampled every 0.5 s, so a
+    process living less than that can be missed."""
     import psutil
 
     start = time.perf_counter()
@@ -128,14 +131,26 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
         text=True,
         env={**os.environ, **(env or {})},
     )
-    peak = [0]
+    peak = {"tree": 0, "java": 0, "python": 0}
+    cpu: dict[int, float] = {}
     done = threading.Event()
 
     def poll() -> None:
         root = psutil.Process(proc.pid)
         while not done.is_set():
             with contextlib.suppress(psutil.Error):
-                peak[0] = max(peak[0], tree_memory([root] + root.children(recursive=True)))
+                procs = [root] + root.children(recursive=True)
+                peak["tree"] = max(peak["tree"], tree_memory(procs))
+                for p in procs:
+                    with contextlib.suppress(psutil.Error), p.oneshot():
+                        t = p.cpu_times()
+                        cpu[p.pid] = t.user + t.system
+                        # cmdline, not exe(): psutil caches a process's exe, and the
+                        # root runs bash until spark-class execs the JVM
+                        name = os.path.basename(p.cmdline()[0])
+                        kind = "java" if name == "java" else "python" if "python" in name else ""
+                        if kind:
+                            peak[kind] = max(peak[kind], p.memory_info().rss)
             time.sleep(0.5)
 
     t = threading.Thread(target=poll, daemon=True)
@@ -145,7 +160,10 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
     t.join()
     return {
         "seconds": round(time.perf_counter() - start, 1),
-        "peak_mem_mib": round(peak[0] / 2**20),
+        "peak_mem_mib": round(peak["tree"] / 2**20),
+        "peak_jvm_mib": round(peak["java"] / 2**20),
+        "peak_python_process_mib": round(peak["python"] / 2**20),
+        "cpu_seconds": round(sum(cpu.values()), 1),
         "exit": proc.returncode,
         "tail": out.strip().splitlines()[-3:],
     }

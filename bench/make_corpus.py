@@ -18,6 +18,15 @@ paragraph boundaries; then
 
 ``--words LO,HI`` sets the length of base documents (default 50-200 words).
 
+``--shape web`` builds the shape of a crawl instead: ``--copy-share`` of the
+documents are copies, in groups whose numbers of copies follow a power law
+(density ~ k^-``--exponent``, largest group ``--largest`` copies, which is always
+drawn once); half of the copies are exact up to case, white space and
+punctuation, half are near copies (word edit rates of 0.5-2%).  ``--shape flat``
+plants the same number of copies of the same two kinds, one copy per original.
+Both fill the rest with singletons; ids are ``w<group>-<member>`` (member 0 is
+the original) and ``s<n>``, so a document's group is its id before the dash.
+
 When the source's own chunks run out (PAN13's 1,949 sources give about 28,000),
 further base documents are *mosaics*: 50-200 words made of random 8-25-word
 spans of the source text, still real sentences, each combination new, so 100k
@@ -36,6 +45,7 @@ import json
 import os
 import random
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -108,6 +118,44 @@ def perturb_surface(text: str, rng: random.Random) -> str:
     return text.replace(". ", " ... ")
 
 
+def copy_group_sizes(n_copies: int, exponent: float, largest: int, rng: random.Random):
+    """Numbers of copies per group adding up to ``n_copies``: the largest group first,
+    then draws from a discrete power law P(k) ~ k^-exponent, k >= 1, cut at ``largest``."""
+    sizes = [min(largest, n_copies)]
+    total = sizes[0]
+    while total < n_copies:
+        k = int((1.0 - rng.random()) ** (-1.0 / (exponent - 1.0)))
+        k = min(k, largest, n_copies - total)
+        sizes.append(k)
+        total += k
+    return sizes
+
+
+def copy_docs(args: argparse.Namespace, base: BasePool, rng: random.Random, vocab) -> list:
+    """The web or flat shape: groups of copies of one original each, then singletons."""
+    n_copies = int(args.n * args.copy_share)
+    if args.shape == "web":
+        sizes = copy_group_sizes(n_copies, args.exponent, args.largest, rng)
+    else:
+        sizes = [1] * n_copies
+    docs: list[dict] = []
+    for g, size in enumerate(sizes):
+        orig = base.pop()
+        family = f"w{g:07d}"
+        docs.append({"id": f"{family}-0", "text": orig, "family": family})
+        for m in range(1, size + 1):
+            if rng.random() < 0.5:
+                text = perturb_surface(orig, rng)
+            else:
+                text = mutate(orig, rng.choice([0.005, 0.01, 0.02]), rng, vocab)
+            docs.append({"id": f"{family}-{m}", "text": text, "family": family})
+    s = 0
+    while len(docs) < args.n:
+        docs.append({"id": f"s{s:07d}", "text": base.pop(), "family": f"s{s:07d}"})
+        s += 1
+    return docs
+
+
 def build(args: argparse.Namespace) -> dict:
     rng = random.Random(args.seed)
     lo, hi = args.words
@@ -125,6 +173,8 @@ def build(args: argparse.Namespace) -> dict:
     rng.shuffle(unique)
     vocab = sorted({w for c in unique[:2000] for w in c.split()})
     base = BasePool(unique, rng, lo, hi)
+    if args.shape != "planted":
+        return write(args, copy_docs(args, base, rng, vocab), base, {"shape": args.shape})
 
     n = args.n
     n_template = int(n * args.template_share)
@@ -181,17 +231,24 @@ def build(args: argparse.Namespace) -> dict:
     while len(docs) < n:
         docs.append({"id": f"s{s:07d}", "text": base.pop(), "family": f"s{s:07d}"})
         s += 1
-    rng.shuffle(docs)
+    meta = {
+        "families": fam,
+        "big_families": args.big_families,
+        "exact_pairs": n_exact,
+        "template_documents": n_template,
+    }
+    return write(args, docs, base, meta)
+
+
+def write(args: argparse.Namespace, docs: list[dict], base: BasePool, meta: dict) -> dict:
+    base.rng.shuffle(docs)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "corpus.jsonl"), "w", encoding="utf-8") as fh:
         for d in docs:
             fh.write(json.dumps(d, ensure_ascii=False) + "\n")
     meta = {
         "documents": len(docs),
-        "families": fam,
-        "big_families": args.big_families,
-        "exact_pairs": n_exact,
-        "template_documents": n_template,
+        **meta,
         "mosaic_base_documents": base.mosaics,
         "seed": args.seed,
         "bytes": os.path.getsize(os.path.join(args.out, "corpus.jsonl")),
@@ -199,6 +256,15 @@ def build(args: argparse.Namespace) -> dict:
     with open(os.path.join(args.out, "meta.json"), "w") as fh:
         json.dump(meta, fh, indent=2)
     return meta
+
+
+def build_once(folder: str, *options: str) -> str:
+    """``corpus.jsonl`` in ``folder``, built by this script with ``options`` unless a
+    finished build (its ``meta.json``) is there already."""
+    if not os.path.exists(os.path.join(folder, "meta.json")):
+        here = os.path.abspath(__file__)
+        subprocess.run([sys.executable, here, "--out", folder, *options], check=True)
+    return os.path.join(folder, "corpus.jsonl")
 
 
 def _range(text: str) -> tuple[int, int]:
@@ -230,6 +296,15 @@ def main() -> None:
     p.add_argument(
         "--words", type=_range, default=(50, 200), metavar="LO,HI", help="words per base document"
     )
+    p.add_argument(
+        "--shape",
+        choices=("planted", "web", "flat"),
+        default="planted",
+        help="planted families (default), power-law copy groups (web) or one copy each (flat)",
+    )
+    p.add_argument("--copy-share", type=float, default=0.3, help="web/flat: share of copies")
+    p.add_argument("--exponent", type=float, default=1.8, help="web: power-law exponent")
+    p.add_argument("--largest", type=int, default=50000, help="web: copies in the largest group")
     p.add_argument("--seed", type=int, default=1)
     print(json.dumps(build(p.parse_args())))
 

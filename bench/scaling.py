@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from collections import defaultdict
 from itertools import combinations
@@ -37,31 +36,17 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from compare import run_measured, submit_command  # noqa: E402
+from make_corpus import build_once  # noqa: E402
 from reference import jaccard, word_shingles  # noqa: E402
 
 STAGES = ("read", "signatures", "candidates", "verify", "cluster", "deduped")
 
 
 def corpus(args: argparse.Namespace, n: int, share: float) -> str:
-    folder = os.path.join(args.work, f"corpus-{n}-t{share:g}")
-    path = os.path.join(folder, "corpus.jsonl")
-    if not os.path.exists(os.path.join(folder, "meta.json")):
-        subprocess.run(
-            [
-                sys.executable,
-                os.path.join(HERE, "make_corpus.py"),
-                "--source",
-                args.source,
-                "--n",
-                str(n),
-                "--out",
-                folder,
-                "--template-share",
-                str(share),
-            ],
-            check=True,
-        )
-    return path
+    return build_once(
+        os.path.join(args.work, f"corpus-{n}-t{share:g}"),
+        *("--source", args.source, "--n", str(n), "--template-share", str(share)),
+    )
 
 
 def planted_truth(path: str, threshold: float) -> tuple[set, int]:

@@ -65,7 +65,7 @@ from lsh_spark.stages.common import Timer, accepted_shingles, checkpoint_dir, re
 from lsh_spark.stages.extract import extract_crawl_input, release_crawl_input
 from lsh_spark.stages.signatures import stage_signatures
 from lsh_spark.stages.verify import stage_verify
-from lsh_spark.stages.verify_plan import BROADCAST_ID_ROWS, BROADCAST_SHINGLE_BYTES, SHINGLE_BYTES
+from lsh_spark.stages.verify_plan import BROADCAST_SHINGLE_BYTES, SHINGLE_BYTES, small_id_list
 from lsh_spark.verify import jaccard, join_sides, verify_pairs
 
 log = logging.getLogger(__name__)
@@ -104,17 +104,15 @@ def _col_or_null(df: DataFrame, name: str, dtype: str):
     return F.col(name).cast(dtype) if name in df.columns else F.lit(None).cast(dtype)
 
 
-def _small(df: DataFrame, rows: int) -> DataFrame:
-    return F.broadcast(df) if rows <= BROADCAST_ID_ROWS else df
-
-
 def _reject_indexed(out: StagedOutput, index: CrawlIndex, parent: Manifest) -> int:
     """Move batch records whose id is already in the index to ``rejects/``."""
     sigs = out.read("signatures")
     keys = sigs.select("id", doc_key(F.col("id")).alias("doc"))
     n = keys.count()
-    docs, _ = index.lookup(parent, "docs", "doc", _small(keys.select("doc"), n), n)
-    with cached(docs.select("doc", "id", "batch_id").join(_small(keys, n), ["doc", "id"])) as hits:
+    docs, _ = index.lookup(parent, "docs", "doc", small_id_list(keys.select("doc"), n), n)
+    with cached(
+        docs.select("doc", "id", "batch_id").join(small_id_list(keys, n), ["doc", "id"])
+    ) as hits:
         found = hits.count()
         if found:
             reason = F.concat(
@@ -141,7 +139,9 @@ def _lookup(
         n_keys = keys.count()
         # The one read of the index's band table: only rows in the batch's
         # buckets survive it, and they are kept.
-        matched, band_read = index.lookup(parent, "bands", "bucket", _small(keys, n_keys), n_keys)
+        matched, band_read = index.lookup(
+            parent, "bands", "bucket", small_id_list(keys, n_keys), n_keys
+        )
         matched = local.enter_context(cached(matched))
         per_bucket = local.enter_context(
             cached(
@@ -190,7 +190,7 @@ def _read_index_documents(
     and read back; and how the index was read."""
     wanted = cross.select("doc").distinct()
     n_docs = wanted.count()
-    found, doc_read = index.lookup(parent, "docs", "doc", _small(wanted, n_docs), n_docs)
+    found, doc_read = index.lookup(parent, "docs", "doc", small_id_list(wanted, n_docs), n_docs)
     # Written out once and read back: later stages use these documents several
     # times, and a cached plan would not keep the pushed-down keys at the scan.
     out.write(

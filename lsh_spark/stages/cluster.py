@@ -15,6 +15,34 @@ from lsh_spark.config import DedupConfig
 from lsh_spark.io import read_corpus
 from lsh_spark.report import CLUSTER_SIZE_ROWS
 from lsh_spark.stages.common import Output, Timer, checkpoint_dir, observed, restore_id_col, tagged
+from lsh_spark.stages.verify_plan import small_id_list
+
+
+def kept_documents(raw: DataFrame, out: Output, in_duplicate_clusters: int) -> DataFrame:
+    """The input's records that ``clusters/`` keeps, with their ``cluster_size``.
+
+    Only the documents of duplicate clusters and the rejected records are looked
+    up: every other accepted record is a kept singleton.  That id list is
+    broadcast when it is small (:func:`small_id_list`), so the input is filtered
+    where it is read and no document's text is shuffled; a larger one is joined
+    by a shuffle.
+    """
+    rejects = out.read("rejects").select("id")
+    n_rejects = rejects.count()  # from the Parquet footers
+    size, keep = "_lsh_spark_cluster_size", "_lsh_spark_keep"
+    lookup = (
+        out.read("clusters")
+        .filter(F.col("cluster_size") > 1)
+        .select("id", F.col("cluster_size").alias(size), F.col("keep").alias(keep))
+        .unionByName(
+            rejects.select("id", F.lit(None).cast("long").alias(size), F.lit(False).alias(keep))
+        )
+    )
+    docs = raw.filter(F.col("reject_reason").isNull()).drop("reject_reason")
+    joined = docs.join(small_id_list(lookup, in_duplicate_clusters + n_rejects), "id", "left")
+    return joined.filter(F.coalesce(F.col(keep), F.lit(True))).select(
+        *docs.columns, F.coalesce(F.col(size), F.lit(1).cast("long")).alias("cluster_size")
+    )
 
 
 def stage_cluster(
@@ -53,11 +81,12 @@ def stage_cluster(
             dup_clusters=F.count(F.when(dup & F.col("keep"), 1)),
         )
         out.write(clusters, "clusters")
+    row = seen.result(out, "clusters")
     kept = out.read("clusters").filter("keep")
     if deduped:
         with timer("deduped"):
             raw, facts = read_corpus(spark, input_path, cfg)
-            kept_docs = raw.join(kept.select("id", "cluster_size"), "id").drop("reject_reason")
+            kept_docs = kept_documents(raw, out, row["in_dup"])
             out.write(restore_id_col(kept_docs, cfg, facts["derived_ids"]), "deduped")
     with tagged(spark, "cluster"):
         sizes = [
@@ -68,7 +97,6 @@ def stage_cluster(
             .limit(CLUSTER_SIZE_ROWS)
             .collect()
         ]
-    row = seen.result(out, "clusters")
     return {
         "counts": {
             "clustered_documents": row["docs"],

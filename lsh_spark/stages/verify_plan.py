@@ -17,11 +17,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
 # Candidate documents' shingles up to this size are broadcast to the verify tasks.
 BROADCAST_SHINGLE_BYTES = 64 << 20
 # Candidate id lists up to this many rows (about 100 MB) are broadcast to filter
 # the shingle table where it is read.
 BROADCAST_ID_ROWS = 2_000_000
+
+
+def small_id_list(ids: DataFrame, rows: int) -> DataFrame:
+    """``ids`` (an id list of ``rows`` rows) with a broadcast hint when it has at most
+    ``BROADCAST_ID_ROWS`` rows: a join against it then filters the other side where
+    it is read instead of shuffling it."""
+    return F.broadcast(ids) if rows <= BROADCAST_ID_ROWS else ids
+
+
 # Estimated broadcast bytes of one shingle (a 64-bit hash) ...
 SHINGLE_BYTES = 8
 # ... and of one document's row around its shingle array (id, array header).
