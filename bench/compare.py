@@ -147,7 +147,7 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
                         cpu[p.pid] = t.user + t.system
                         # cmdline, not exe(): psutil caches a process's exe, and the
                         # root runs bash until spark-class execs the JVM
-                        name = os.path.basename(p.cmdline()[0])
+                        name = os.path.basename((p.cmdline() or [""])[0])  # [] for a zombie
                         kind = "java" if name == "java" else "python" if "python" in name else ""
                         if kind:
                             peak[kind] = max(peak[kind], p.memory_info().rss)

@@ -13,8 +13,9 @@ README does, with Spark's event log on, and measures
 
 * wall time, CPU seconds of the whole process tree, the peak memory of the tree,
   of the JVM (driver and executor in local mode) and of the largest Python process;
-* from the event log (bench/stage_volumes.py): bytes read from the input and
-  shuffle bytes written, per pipeline stage, each divided by the input's bytes;
+* from the event log (bench/stage_volumes.py), per pipeline stage: bytes read (the
+  input and the run's own datasets: Spark's input metrics do not say which) and
+  shuffle bytes written, their totals divided by the input's bytes;
 * rows of ``pairs/`` per document;
 * quality against the planted copies: a copy whose exact Jaccard with its original
   (tests/reference.py word 5-shingles) is at least the threshold must be removed
@@ -34,6 +35,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
@@ -44,7 +46,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from compare import run_measured, submit_command  # noqa: E402
 from make_corpus import build_once  # noqa: E402
-from reference import jaccard, word_shingles  # noqa: E402
+from reference import word_shingles  # noqa: E402
 from stage_volumes import parse_event_logs  # noqa: E402
 
 STAGES = ("read", "signatures", "candidates", "verify", "cluster", "deduped")
@@ -68,15 +70,33 @@ def group(doc_id: str) -> str:
     return doc_id.partition("-")[0]
 
 
-def planted_copies(texts: dict[str, str], threshold: float) -> set[str]:
+class Shingles:
+    """Each document's word 5-shingles (tests/reference.py), computed once, kept as a
+    sorted array of their hashes: about 1 KB a document instead of a set of strings."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        self.texts = texts
+        self.sets: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, doc_id: str) -> np.ndarray:
+        got = self.sets.get(doc_id)
+        if got is None:
+            hashes = [hash(s) for s in word_shingles(self.texts[doc_id])]
+            got = self.sets[doc_id] = np.unique(np.array(hashes, dtype=np.int64))
+        return got
+
+    def jaccard(self, a: str, b: str) -> float:
+        x, y = self[a], self[b]
+        inter = len(np.intersect1d(x, y, assume_unique=True))
+        return inter / (len(x) + len(y) - inter)
+
+
+def planted_copies(shingles: Shingles, threshold: float) -> set[str]:
     """Ids of the copies whose exact Jaccard with their group's original is >= threshold."""
-    originals = {group(i): word_shingles(t) for i, t in texts.items() if i.endswith("-0")}
     return {
         i
-        for i, t in texts.items()
-        if "-" in i
-        and not i.endswith("-0")
-        and jaccard(word_shingles(t), originals[group(i)]) >= threshold
+        for i in shingles.texts
+        if "-" in i and not i.endswith("-0") and shingles.jaccard(i, f"{group(i)}-0") >= threshold
     }
 
 
@@ -88,7 +108,8 @@ def quality(run: str, texts: dict[str, str], threshold: float) -> dict:
     not assumed wrong.  What would make a removal wrong is an edge of ``pairs/`` whose
     exact Jaccard (reference shingling) is below the threshold: ``false_edges``.
     """
-    planted = planted_copies(texts, threshold)
+    shingles = Shingles(texts)
+    planted = planted_copies(shingles, threshold)
     clusters = ds.dataset(os.path.join(run, "clusters"), format="parquet").to_table(
         columns=["id", "cluster_id", "keep"]
     )
@@ -109,7 +130,7 @@ def quality(run: str, texts: dict[str, str], threshold: float) -> dict:
         columns=["id_a", "id_b"]
     )
     false_edges = sum(
-        jaccard(word_shingles(texts[a]), word_shingles(texts[b])) < threshold - 1e-9
+        shingles.jaccard(a, b) < threshold - 1e-9
         for a, b in zip(
             pairs.column("id_a").to_pylist(), pairs.column("id_b").to_pylist(), strict=True
         )
@@ -149,7 +170,8 @@ def run_one(args: argparse.Namespace, n: int, shape: str) -> dict:
     in_bytes = os.path.getsize(path)
     volumes = parse_event_logs(events)
     shuffle = {s: v.get("shuffle_write_bytes", 0) for s, v in volumes.items()}
-    read = sum(v.get("input_bytes", 0) for v in volumes.values())
+    reads = {s: v.get("input_bytes", 0) for s, v in volumes.items()}
+    read = sum(reads.values())
     pairs = ds.dataset(os.path.join(out, "pairs"), format="parquet").count_rows()
     row = {
         "documents": docs,
@@ -163,6 +185,7 @@ def run_one(args: argparse.Namespace, n: int, shape: str) -> dict:
         "input_bytes_read_per_input_byte": round(read / in_bytes, 2),
         "shuffle_bytes_per_input_byte": round(sum(shuffle.values()) / in_bytes, 2),
         "shuffle_bytes_by_stage": shuffle,
+        "read_bytes_by_stage": reads,
         "peak_tree_mib": m["peak_mem_mib"],
         "peak_jvm_mib": m["peak_jvm_mib"],
         "peak_python_process_mib": m["peak_python_process_mib"],
