@@ -75,9 +75,16 @@ class Duplicates:
     def remove(self, df: DataFrame) -> DataFrame:
         """``df`` with one document of each cluster: the input's columns and
         rows, without the copies and without the rejected records (empty
-        text, null id, ...), as ``deduped/`` of the job."""
-        kept = self.clusters.filter("keep").select(F.col("id").alias(self.id_col))
-        return df.join(kept, self.id_col, "left_semi")
+        text, null id, ...), as ``deduped/`` of the job.  ``df`` is the input
+        :func:`find_duplicates` read (or more columns of the same records):
+        a record is looked up by its id, and one the run never saw is kept.
+        Filtered by a broadcast id list where it is read, as ``deduped/``."""
+        from lsh_spark.stages.cluster import kept_documents
+
+        rejects = df.sparkSession.read.parquet(f"{self.workdir}/rejects")
+        in_clusters = self.report["counts"]["documents_in_duplicate_clusters"]
+        kept = kept_documents(df, self.clusters, rejects, in_clusters, self.id_col)
+        return kept.select(*df.columns)
 
 
 @dataclass(frozen=True)

@@ -258,37 +258,28 @@ def test_known_small_edge_count_goes_straight_to_one_task(spark):
     assert {r.id: (r.cluster_id, r.cluster_size) for r in direct.collect()} == ref
 
 
-class _Datasets:
-    """An Output whose datasets are DataFrames built in the test."""
-
-    def __init__(self, **datasets):
-        self.datasets = datasets
-
-    def read(self, name):
-        return self.datasets[name]
-
-
 @pytest.mark.parametrize("bound", [2_000_000, 0])
 def test_kept_documents_filter_the_input_by_a_broadcast_id_list(spark, monkeypatch, capsys, bound):
-    """deduped/ keeps what clusters/ keeps: of a cluster of three, the kept one with
-    its size; singletons with size 1; nothing rejected at read (d) or later (f).
-    Under the bound the input is filtered by a broadcast list of the duplicate
-    clusters' and the rejects' ids: no shuffle moves the input's text; above it,
-    a shuffle join."""
+    """deduped/ (and Duplicates.remove) keep what clusters/ keeps: of a cluster of
+    three, the kept one with its size; singletons with size 1; nothing rejected
+    (d, f: in rejects/; a null id).  Under the bound the input is filtered by a
+    broadcast list of the duplicate clusters' and the rejects' ids: no shuffle
+    moves the input's text; above it, a shuffle join."""
     from lsh_spark.stages import verify_plan
     from lsh_spark.stages.cluster import kept_documents
 
     monkeypatch.setattr(verify_plan, "BROADCAST_ID_ROWS", bound)
-    raw = spark.createDataFrame(
+    docs = spark.createDataFrame(
         [
-            ("a", "text a", 7, None),
-            ("b", "text b", 8, None),
-            ("c", "text c", 9, None),
-            ("d", None, 1, "missing text"),
-            ("e", "text e", 2, None),
-            ("f", "", 3, None),
+            ("a", "text a", 7),
+            ("b", "text b", 8),
+            ("c", "text c", 9),
+            ("d", None, 1),
+            ("e", "text e", 2),
+            ("f", "", 3),
+            (None, "no id", 4),
         ],
-        "id string, text string, n int, reject_reason string",
+        "doc_id string, text string, n int",
     )
     clusters = spark.createDataFrame(
         [("a", "a", 3, True), ("b", "a", 3, False), ("c", "a", 3, False), ("e", "e", 1, True)],
@@ -301,7 +292,7 @@ def test_kept_documents_filter_the_input_by_a_broadcast_id_list(spark, monkeypat
     before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:
-        got = kept_documents(raw, _Datasets(clusters=clusters, rejects=rejects), 3)
+        got = kept_documents(docs, clusters, rejects, 3, id_col="doc_id")
         got.explain()
         plan = capsys.readouterr().out
     finally:
@@ -312,6 +303,6 @@ def test_kept_documents_filter_the_input_by_a_broadcast_id_list(spark, monkeypat
         assert "SortMergeJoin" in plan, plan
     want = spark.createDataFrame(
         [("a", "text a", 7, 3), ("e", "text e", 2, 1)],
-        "id string, text string, n int, cluster_size long",
+        "doc_id string, text string, n int, cluster_size long",
     )
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)

@@ -18,28 +18,40 @@ from lsh_spark.stages.common import Output, Timer, checkpoint_dir, observed, res
 from lsh_spark.stages.verify_plan import small_id_list
 
 
-def kept_documents(raw: DataFrame, out: Output, in_duplicate_clusters: int) -> DataFrame:
-    """The input's records that ``clusters/`` keeps, with their ``cluster_size``.
+def kept_documents(
+    docs: DataFrame,
+    clusters: DataFrame,
+    rejects: DataFrame,
+    in_duplicate_clusters: int,
+    id_col: str = "id",
+) -> DataFrame:
+    """The records of ``docs`` that ``clusters`` keeps, with their ``cluster_size``.
 
-    Only the documents of duplicate clusters and the rejected records are looked
-    up: every other accepted record is a kept singleton.  That id list is
-    broadcast when it is small (:func:`small_id_list`), so the input is filtered
-    where it is read and no document's text is shuffled; a larger one is joined
-    by a shuffle.
+    ``docs``: the input's records, keyed by ``id_col``; ``clusters`` and
+    ``rejects``: the run's datasets; ``in_duplicate_clusters``: how many of
+    ``clusters`` are in clusters of two or more.  Every record neither in a
+    duplicate cluster nor rejected is a kept singleton, so only those two id
+    lists are looked up.  Their union is broadcast when it is small
+    (:func:`small_id_list`): the input is then filtered where it is read and
+    no document's text is shuffled; a longer one is joined by a shuffle.
     """
-    rejects = out.read("rejects").select("id")
     n_rejects = rejects.count()  # from the Parquet footers
     size, keep = "_lsh_spark_cluster_size", "_lsh_spark_keep"
     lookup = (
-        out.read("clusters")
-        .filter(F.col("cluster_size") > 1)
-        .select("id", F.col("cluster_size").alias(size), F.col("keep").alias(keep))
+        clusters.filter(F.col("cluster_size") > 1)
+        .select(
+            F.col("id").alias(id_col), F.col("cluster_size").alias(size), F.col("keep").alias(keep)
+        )
         .unionByName(
-            rejects.select("id", F.lit(None).cast("long").alias(size), F.lit(False).alias(keep))
+            rejects.select(
+                F.col("id").alias(id_col),
+                F.lit(None).cast("long").alias(size),
+                F.lit(False).alias(keep),
+            )
         )
     )
-    docs = raw.filter(F.col("reject_reason").isNull()).drop("reject_reason")
-    joined = docs.join(small_id_list(lookup, in_duplicate_clusters + n_rejects), "id", "left")
+    present = docs.filter(F.col(id_col).isNotNull())  # a null id is a rejected record
+    joined = present.join(small_id_list(lookup, in_duplicate_clusters + n_rejects), id_col, "left")
     return joined.filter(F.coalesce(F.col(keep), F.lit(True))).select(
         *docs.columns, F.coalesce(F.col(size), F.lit(1).cast("long")).alias("cluster_size")
     )
@@ -86,7 +98,10 @@ def stage_cluster(
     if deduped:
         with timer("deduped"):
             raw, facts = read_corpus(spark, input_path, cfg)
-            kept_docs = kept_documents(raw, out, row["in_dup"])
+            accepted = raw.filter(F.col("reject_reason").isNull()).drop("reject_reason")
+            kept_docs = kept_documents(
+                accepted, out.read("clusters"), out.read("rejects"), row["in_dup"]
+            )
             out.write(restore_id_col(kept_docs, cfg, facts["derived_ids"]), "deduped")
     with tagged(spark, "cluster"):
         sizes = [
