@@ -115,6 +115,11 @@ def spark_settings(system: str, master: str) -> list[str]:
     return out + ["--conf", "spark.ui.enabled=false"]
 
 
+# --max-all-pairs of the benchmark runs: pair-level recall needs every verified pair,
+# and the 41k corpora estimate up to a few tens of millions before verification.
+ALL_PAIRS_BOUND = 1_000_000_000
+
+
 def run_measured(cmd: list[str], env: dict | None = None) -> dict:
     """Run ``cmd``; return wall seconds, the peak memory of its process tree (MiB,
     see :func:`tree_memory`) and of its largest JVM and largest Python process alone
@@ -379,6 +384,8 @@ def main() -> None:
             )
             if args.max_bucket_size:
                 cmd += ["--max-bucket-size", str(args.max_bucket_size)]
+            # Every verified pair, as the peers list them (the default writes edges).
+            cmd += ["--pairs", "all", "--max-all-pairs", str(ALL_PAIRS_BOUND)]
             return cmd + ["--max-family-size", str(args.max_family_size or max(n_docs, 2))]
         if system == "mllib":
             return (

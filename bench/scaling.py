@@ -35,7 +35,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from compare import run_measured, submit_command  # noqa: E402
+from compare import ALL_PAIRS_BOUND, run_measured, submit_command  # noqa: E402
 from make_corpus import build_once  # noqa: E402
 from reference import jaccard, word_shingles  # noqa: E402
 
@@ -101,6 +101,8 @@ def run_one(args: argparse.Namespace, n: int, share: float) -> dict:
         "--overwrite",
         "--threshold",
         str(args.threshold),
+        # found() scores pairs: every verified pair, not only the edges.
+        *("--pairs", "all", "--max-all-pairs", str(ALL_PAIRS_BOUND)),
     ]
     print(f"running n={n} template-share={share:g} ...", flush=True)
     m = run_measured(cmd)
