@@ -94,14 +94,13 @@ def stage_cluster(
         )
         out.write(clusters, "clusters")
     row = seen.result(out, "clusters")
-    kept = out.read("clusters").filter("keep")
+    written = out.read("clusters")
+    kept = written.filter("keep")
     if deduped:
         with timer("deduped"):
             raw, facts = read_corpus(spark, input_path, cfg)
             accepted = raw.filter(F.col("reject_reason").isNull()).drop("reject_reason")
-            kept_docs = kept_documents(
-                accepted, out.read("clusters"), out.read("rejects"), row["in_dup"]
-            )
+            kept_docs = kept_documents(accepted, written, out.read("rejects"), row["in_dup"])
             out.write(restore_id_col(kept_docs, cfg, facts["derived_ids"]), "deduped")
     with tagged(spark, "cluster"):
         sizes = [

@@ -27,7 +27,7 @@ from lsh_spark.report import (
 )
 from lsh_spark.simhash import hamming
 from lsh_spark.stages.common import Output, Timer, accepted_shingles, observed
-from lsh_spark.stages.verify_plan import BROADCAST_ID_ROWS
+from lsh_spark.stages.verify_plan import BROADCAST_ID_ROWS, small_id_list
 from lsh_spark.vectors import cosine, distance
 from lsh_spark.verify import candidate_ids, join_sides
 
@@ -105,9 +105,7 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig) -> 
 def _keep_listed(table: DataFrame, ids: DataFrame) -> DataFrame:
     """The rows of ``table`` whose ``id`` is in the cached id list ``ids``, which
     is counted and broadcast when it has at most ``BROADCAST_ID_ROWS`` rows."""
-    if ids.count() <= BROADCAST_ID_ROWS:
-        ids = F.broadcast(ids)
-    return table.join(ids, "id", "left_semi")
+    return table.join(small_id_list(ids, ids.count()), "id", "left_semi")
 
 
 def _simhash_pairs(
