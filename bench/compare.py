@@ -274,6 +274,27 @@ def submit_command(system: str, master: str, driver_memory: str) -> list[str]:
     return base + spark_settings(system, master)
 
 
+def measured_dedup(
+    args: argparse.Namespace, corpus: str, out: str, *job_args: str, spark_args: tuple = ()
+) -> tuple[dict, dict]:
+    """``spark-submit jobs/dedup.py --input corpus --output out --overwrite --threshold
+    args.threshold *job_args`` as the README runs it (``args.master``,
+    ``args.driver_memory``; ``spark_args`` before the script), measured by
+    :func:`run_measured`: the measurement and the run's report.json.  Exits on failure."""
+    cmd = [
+        *submit_command("lsh-spark", args.master, args.driver_memory),
+        *spark_args,
+        os.path.join(ROOT, "jobs", "dedup.py"),
+        *("--input", corpus, "--output", out, "--overwrite"),
+        *("--threshold", str(args.threshold), *job_args),
+    ]
+    m = run_measured(cmd)
+    if m["exit"] != 0:
+        raise SystemExit(f"dedup failed on {corpus}:\n" + "\n".join(m["tail"]))
+    with open(os.path.join(out, "report.json"), encoding="utf-8") as fh:
+        return m, json.load(fh)
+
+
 def score(pairs: dict, truth: dict, t: float) -> dict:
     strong = [p for p, j in truth.items() if j >= t + 0.05]
     return {

@@ -35,7 +35,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from compare import ALL_PAIRS_BOUND, run_measured, submit_command  # noqa: E402
+from compare import ALL_PAIRS_BOUND, measured_dedup  # noqa: E402
 from make_corpus import build_once  # noqa: E402
 from reference import jaccard, word_shingles  # noqa: E402
 
@@ -91,25 +91,11 @@ def template_clustering(run: str, n_template: int) -> float | None:
 def run_one(args: argparse.Namespace, n: int, share: float) -> dict:
     path = corpus(args, n, share)
     out = os.path.join(args.work, f"run-{n}-t{share:g}")
-    cmd = [
-        *submit_command("lsh-spark", args.master, args.driver_memory),
-        os.path.join(ROOT, "jobs", "dedup.py"),
-        "--input",
-        path,
-        "--output",
-        out,
-        "--overwrite",
-        "--threshold",
-        str(args.threshold),
-        # found() scores pairs: every verified pair, not only the edges.
-        *("--pairs", "all", "--max-all-pairs", str(ALL_PAIRS_BOUND)),
-    ]
     print(f"running n={n} template-share={share:g} ...", flush=True)
-    m = run_measured(cmd)
-    if m["exit"] != 0:
-        raise SystemExit(f"dedup failed for n={n}:\n{chr(10).join(m['tail'])}")
-    with open(os.path.join(out, "report.json"), encoding="utf-8") as fh:
-        report = json.load(fh)
+    # found() scores pairs: every verified pair, not only the edges.
+    m, report = measured_dedup(
+        args, path, out, "--pairs", "all", "--max-all-pairs", str(ALL_PAIRS_BOUND)
+    )
     truth, n_template = planted_truth(path, args.threshold)
     hit = found(out, truth)
     counts, buckets = report["counts"], report["buckets"]

@@ -68,6 +68,18 @@ def stage_of(job_properties: dict[str, str]) -> str:
     return "other"
 
 
+def event_log_args(folder: str) -> list[str]:
+    """spark-submit arguments writing the application's event log into ``folder``:
+    one plain JSON file (Spark 4 otherwise rolls and compresses it), which
+    :func:`parse_event_logs` reads."""
+    return [
+        *("--conf", "spark.eventLog.enabled=true"),
+        *("--conf", "spark.eventLog.rolling.enabled=false"),
+        *("--conf", "spark.eventLog.compress=false"),
+        *("--conf", f"spark.eventLog.dir=file://{os.path.abspath(folder)}"),
+    ]
+
+
 def parse_event_logs(folder: str) -> dict[str, dict[str, int]]:
     """Sum stage metrics per lsh-spark stage (job tag) over every event log in ``folder``."""
     per_group: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -111,15 +123,7 @@ def main() -> None:
             args.master,
             "--driver-memory",
             args.driver_memory,
-            "--conf",
-            "spark.eventLog.enabled=true",
-            # One plain JSON file per application (Spark 4 rolls and compresses).
-            "--conf",
-            "spark.eventLog.rolling.enabled=false",
-            "--conf",
-            "spark.eventLog.compress=false",
-            "--conf",
-            f"spark.eventLog.dir=file://{os.path.abspath(events)}",
+            *event_log_args(events),
             "--driver-java-options",
             f"-Dlog4j2.configurationFile=file:{os.path.join(ROOT, 'conf', 'log4j2.properties')}",
             os.path.join(ROOT, "jobs", f"{job}.py"),

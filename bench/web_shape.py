@@ -44,12 +44,11 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from compare import run_measured, submit_command  # noqa: E402
+from compare import measured_dedup  # noqa: E402
 from make_corpus import build_once  # noqa: E402
 from reference import word_shingles  # noqa: E402
-from stage_volumes import parse_event_logs  # noqa: E402
-
-STAGES = ("read", "signatures", "candidates", "verify", "cluster", "deduped")
+from scaling import STAGES  # noqa: E402
+from stage_volumes import event_log_args, parse_event_logs  # noqa: E402
 
 
 def corpus(args: argparse.Namespace, n: int, shape: str) -> str:
@@ -150,22 +149,8 @@ def run_one(args: argparse.Namespace, n: int, shape: str) -> dict:
     events = os.path.join(args.work, f"events-{n}-{shape}")
     subprocess.run(["rm", "-rf", events], check=True)
     os.makedirs(events)
-    cmd = [
-        *submit_command("lsh-spark", args.master, args.driver_memory),
-        *("--conf", "spark.eventLog.enabled=true"),
-        *("--conf", "spark.eventLog.rolling.enabled=false"),
-        *("--conf", "spark.eventLog.compress=false"),
-        *("--conf", f"spark.eventLog.dir=file://{os.path.abspath(events)}"),
-        os.path.join(ROOT, "jobs", "dedup.py"),
-        *("--input", path, "--output", out, "--overwrite"),
-        *("--threshold", str(args.threshold)),
-    ]
     print(f"running n={n} shape={shape} ...", flush=True)
-    m = run_measured(cmd)
-    if m["exit"] != 0:
-        raise SystemExit(f"dedup failed for n={n} {shape}:\n{chr(10).join(m['tail'])}")
-    with open(os.path.join(out, "report.json"), encoding="utf-8") as fh:
-        report = json.load(fh)
+    m, report = measured_dedup(args, path, out, spark_args=tuple(event_log_args(events)))
     docs = report["counts"]["input_records"]
     in_bytes = os.path.getsize(path)
     volumes = parse_event_logs(events)
