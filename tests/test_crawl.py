@@ -151,12 +151,20 @@ def test_rerun_of_a_committed_batch_changes_nothing(crawl, spark):
     assert tree_digest(index) == before
 
 
-@pytest.mark.heavy
-def test_third_batch_and_keep_oldest_supersedes(crawl, spark, tmp_path):
-    index = tmp_path / "index"
+@pytest.fixture(scope="module")
+def third(crawl, spark, tmp_path_factory):
+    """Batch 3 run once, undisturbed, on a copy of the index after batches 1 and 2
+    (tests that change the index copy it again)."""
+    root = tmp_path_factory.mktemp("third")
+    index, out = root / "index", root / "out"
     shutil.copytree(crawl["index"], index)
-    out = tmp_path / "out"
-    r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(out), CFG)
+    report = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(out), CFG)
+    return {"index": index, "out": out, "report": report}
+
+
+@pytest.mark.heavy
+def test_third_batch_and_keep_oldest_supersedes(crawl, third, spark, tmp_path):
+    index, out, r = third["index"], third["out"], third["report"]
     assert r["counts"]["duplicates_of_index"] == 1  # near copy of nyt/2 (batch 2)
     assert r["counts"]["superseded_index_documents"] == 1  # ars/1, by an older copy
     sup = spark.read.parquet(str(out / "superseded")).collect()
@@ -230,34 +238,38 @@ def test_an_index_of_the_earlier_layout_is_read_and_compacts_to_the_new_one(craw
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("where", ["stage_verify", "_lookup", "write_segment", "link"])
-def test_a_run_that_dies_leaves_the_index_as_it_was(crawl, spark, tmp_path, monkeypatch, where):
+def test_a_run_that_dies_leaves_the_index_as_it_was(crawl, spark, tmp_path, clean_third):
+    """The batch dies (a write error) in verification, in the index lookup, while
+    writing its segment and at the manifest's exclusive create: each time the
+    index keeps its bytes.  Then, over what the four runs left behind, the batch
+    runs normally and ends as a run that never died."""
     import lsh_spark.crawl as crawl_mod
     import lsh_spark.index as index_mod
 
-    index = tmp_path / "index"
+    index, out = tmp_path / "index", tmp_path / "out"
     shutil.copytree(crawl["index"], index)
     before = tree_digest(str(index))
-
-    def die(*a, **k):
-        raise OSError(errno.ENOSPC, "No space left on device: killed at " + where)
-
-    target = {
+    targets = {
         "stage_verify": (crawl_mod, "stage_verify"),
         "_lookup": (crawl_mod, "_lookup"),
         "write_segment": (index_mod.CrawlIndex, "write_segment"),
         "link": (os, "link"),  # the manifest's exclusive create on local disk
-    }[where]
-    with monkeypatch.context() as m:
-        m.setattr(*target, die)
-        with pytest.raises(OSError, match="killed at"):
-            run_crawl_batch(
-                spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "out"), CFG
-            )
-    assert tree_digest(str(index)) == before
-    # and the batch then runs normally
-    r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "out"), CFG)
+    }
+    for where, target in targets.items():
+
+        def die(*a, where=where, **k):
+            raise OSError(errno.ENOSPC, "No space left on device: killed at " + where)
+
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(*target, die)
+            with pytest.raises(OSError, match="killed at " + where):
+                run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(out), CFG)
+        assert tree_digest(str(index)) == before, where
+    r = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(out), CFG)
     assert r["status"] == "committed" and r["index"]["after"]["version"] == 3
+    content, counts, kept = clean_third
+    assert r["counts"] == counts and rows(spark, out / "deduped", "id") == kept
+    assert index_content(spark, index) == content
 
 
 @pytest.mark.heavy
@@ -280,10 +292,9 @@ def test_conflicting_commit_and_wrong_parameters_are_refused(crawl, spark, tmp_p
 
 
 @pytest.mark.heavy
-def test_compaction_keeps_the_content_and_lookups_work(crawl, spark, tmp_path, monkeypatch):
+def test_compaction_keeps_the_content_and_lookups_work(third, spark, tmp_path, monkeypatch):
     index = tmp_path / "index"
-    shutil.copytree(crawl["index"], index)
-    run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), str(tmp_path / "o3"), CFG)
+    shutil.copytree(third["index"], index)
     idx = CrawlIndex(spark, str(index))
     cols = ("doc", "id", "url", "fetch_time", "batch_id", "added_version", "shingles")
     docs_before = sorted(
@@ -428,14 +439,11 @@ def summary_of(log) -> dict:
 
 
 @pytest.fixture(scope="module")
-def clean_third(crawl, spark, tmp_path_factory):
+def clean_third(third, spark):
     """The index content and the output's counts and kept ids after batch 3 ran
     once, undisturbed."""
-    index = tmp_path_factory.mktemp("clean") / "index"
-    shutil.copytree(crawl["index"], index)
-    out = str(index) + "-out"
-    report = run_crawl_batch(spark, crawl["batches"]["batch-3"], str(index), out, CFG)
-    return index_content(spark, index), report["counts"], rows(spark, f"{out}/deduped", "id")
+    kept = rows(spark, third["out"] / "deduped", "id")
+    return index_content(spark, third["index"]), third["report"]["counts"], kept
 
 
 @pytest.mark.slow
