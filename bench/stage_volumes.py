@@ -33,6 +33,8 @@ sys.path.insert(0, HERE)
 
 from compare import spark_submit  # noqa: E402
 
+from lsh_spark.stages.common import job_tag, stage_of_job  # noqa: E402
+
 JOBS = (("signatures", True), ("candidates", False), ("verify", False), ("cluster", True))
 DATASETS = ("shingles", "signatures", "candidates", "blocks", "pairs", "clusters", "deduped")
 METRICS = {
@@ -56,16 +58,12 @@ def du(path: str) -> int:
 
 
 def stage_of(job_properties: dict[str, str]) -> str:
-    """The pipeline stage of a Spark job: its ``lsh-spark:<stage>`` job tag.
-
-    The event log lists a job's tags in ``spark.job.tags``, comma-separated; a
-    tag added with ``SparkSession.addTag`` is prefixed there with its session.
-    """
-    for tag in job_properties.get("spark.job.tags", "").split(","):
-        at = tag.find("lsh-spark:")
-        if at >= 0:
-            return tag[at:]
-    return "other"
+    """The pipeline stage of a Spark job: its ``lsh-spark:<stage>`` job tag (the
+    event log lists a job's tags in ``spark.job.tags``, comma-separated) or its
+    description."""
+    tags = job_properties.get("spark.job.tags", "").split(",")
+    stage = stage_of_job(tags, job_properties.get("spark.job.description"))
+    return "other" if stage is None else job_tag(stage)
 
 
 def event_log_args(folder: str) -> list[str]:
@@ -93,8 +91,8 @@ def parse_event_logs(folder: str) -> dict[str, dict[str, int]]:
                 kind = ev.get("Event")
                 if kind == "SparkListenerJobStart":
                     group = stage_of(ev.get("Properties") or {})
-                    for sid in ev.get("Stage IDs", []):
-                        stage_group[sid] = group
+                    for sid in ev.get("Stage IDs", []):  # a stage runs in its first job
+                        stage_group.setdefault(sid, group)
                 elif kind == "SparkListenerStageCompleted":
                     info = ev["Stage Info"]
                     group = stage_group.get(info["Stage ID"], "other")

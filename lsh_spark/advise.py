@@ -42,9 +42,9 @@ from lsh_spark.banding import candidate_probability
 from lsh_spark.caching import cached
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
 from lsh_spark.io import InputError, read_corpus
+from lsh_spark.jaccard import block_pairs
 from lsh_spark.normalize import prepare
 from lsh_spark.shingle import add_shingles
-from lsh_spark.verify import block_pairs
 
 NUM_PERM_GRID = (32, 64, 128, 256)
 # Sample true pairs needed before the measured sample recall may veto a choice.

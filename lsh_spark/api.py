@@ -282,7 +282,7 @@ def connected_components(
     """``(id_a, id_b)`` edges -> ``(id, cluster_id, cluster_size)``, every vertex
     once, ``cluster_id`` the smallest id of its component.  ``vertices``
     (``(id)``) adds isolated vertices; ``checkpoint_dir`` makes the rounds
-    reliable and resumable (see :func:`lsh_spark.cluster.connected_components`).
+    reliable and resumable (see :func:`lsh_spark.components.connected_components`).
 
     >>> spark = getfixture("spark")
     >>> edges = spark.createDataFrame([(1, 2), (2, 3), (7, 8)], "id_a long, id_b long")
@@ -290,7 +290,7 @@ def connected_components(
     >>> sorted(tuple(r) for r in cc.orderBy("id").collect())
     [(1, 1, 3), (2, 1, 3), (3, 1, 3), (7, 7, 2), (8, 7, 2)]
     """
-    from lsh_spark.cluster import connected_components as components
+    from lsh_spark.components import connected_components as components
 
     if vertices is None:
         vertices = (

@@ -21,7 +21,7 @@ from pyspark import StorageLevel
 
 class Persistable(Protocol):
     """A DataFrame, or an object that caches its tables the same way
-    (:class:`lsh_spark.candidates.DuplicateGroups`)."""
+    (:class:`lsh_spark.buckets.DuplicateGroups`)."""
 
     def persist(self, level: StorageLevel, /) -> Persistable: ...
     def unpersist(self) -> object: ...

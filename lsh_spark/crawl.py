@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 from lsh_spark import __version__
 from lsh_spark.banding import explode_bands
 from lsh_spark.caching import cached
-from lsh_spark.cluster import connected_components
+from lsh_spark.components import connected_components
 from lsh_spark.config import CRAWL_KEEP_POLICIES, ConfigError, DedupConfig
 from lsh_spark.faults import maybe_die
 from lsh_spark.index import (
@@ -58,6 +58,7 @@ from lsh_spark.index import (
     segment_entry,
 )
 from lsh_spark.io import FileSystem, StagedOutput, input_files, read_corpus
+from lsh_spark.jaccard import jaccard, join_sides, verify_pairs
 from lsh_spark.report import merge_reports
 from lsh_spark.session import size_shuffle_partitions
 from lsh_spark.stages.candidates import stage_candidates
@@ -66,7 +67,6 @@ from lsh_spark.stages.extract import extract_crawl_input, release_crawl_input
 from lsh_spark.stages.signatures import stage_signatures
 from lsh_spark.stages.verify import stage_verify
 from lsh_spark.stages.verify_plan import BROADCAST_SHINGLE_BYTES, SHINGLE_BYTES, small_id_list
-from lsh_spark.verify import jaccard, join_sides, verify_pairs
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
 from lsh_spark.io import StagedOutput, input_bytes
-from lsh_spark.report import describe_bounded_families, merge_reports, report_header
+from lsh_spark.report import StageBytes, describe_bounded_families, merge_reports, report_header
 from lsh_spark.session import adaptive_enabled, size_shuffle_partitions
 from lsh_spark.stages.candidates import banding_section, stage_candidates
 from lsh_spark.stages.cluster import stage_cluster
@@ -109,8 +109,10 @@ def run_dedup(
     out = StagedOutput(spark, output, overwrite)
     started = time.perf_counter()
     s_curve = _start_s_curve(cfg)
+    stage_bytes = StageBytes(spark)
     try:
         report = _run_stages(spark, input_path, out, cfg, deduped)
+        report["execution"]["stage_bytes"] = stage_bytes.result()
         report["seconds"]["total"] = round(time.perf_counter() - started, 3)
         describe_bounded_families(spark, out, report)
         _check_accounting(report["counts"])

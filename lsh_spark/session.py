@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import TypeVar
 
+from pyspark import SparkContext
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -191,6 +192,15 @@ def default_parallelism(spark: SparkSession) -> int:
     rows = spark.range(0, PARALLELISM_PROBE_ROWS)
     partition = rows.select(F.spark_partition_id().alias("partition"))
     return partition.agg(F.max("partition")).first()[0] + 1
+
+
+def classic_context(spark: SparkSession) -> SparkContext | None:
+    """The session's SparkContext in classic mode; None over Spark Connect, which
+    has none.  The one place lsh-spark reaches it (the Spark UI's job
+    descriptions and address)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return None
+    return spark.sparkContext
 
 
 def adaptive_enabled(spark: SparkSession) -> bool:

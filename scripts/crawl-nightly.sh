@@ -13,7 +13,7 @@
 #   SPARK_SUBMIT                 default: spark-submit
 #   SPARK_ARGS                   spark-submit arguments (default: local mode with
 #                                "--properties-file conf/local.properties"), e.g.
-#                                "--master yarn --properties-file conf/cluster.properties"
+#                                "--master yarn --properties-file conf/spark-cluster.properties"
 #   DECONTAM_REFERENCES          optional: reference collections (space-separated paths);
 #                                when set, the batch's deduped/ is then decontaminated
 #                                against them into $DECONTAM_RESULTS/DATE (clean/,

@@ -45,7 +45,7 @@ if [ -s "$archive" ]; then
 fi
 
 # The one definition of the fast selection: no child processes (spark-submit, servers).
-FAST="not slow and not heavy and not cluster and not connect and not s3"
+FAST="not slow and not heavy and not standalone and not connect and not s3"
 
 args=()
 fast=0

@@ -1,15 +1,26 @@
 """Helpers of the tests that start child processes from the installed PySpark:
 ``spark-submit`` runs of the jobs, and Spark servers (a standalone cluster, Spark
-Connect) on 127.0.0.1."""
+Connect) on 127.0.0.1; and the modules of bench/ that such tests use."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import sys
 import time
+from types import ModuleType
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def bench_module(name: str) -> ModuleType:
+    """A module of bench/ (not a package)."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(os.path.join(ROOT, "bench"))
 
 
 def free_port() -> int:

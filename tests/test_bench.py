@@ -3,27 +3,18 @@ system reads of a corpus."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from pathlib import Path
 
 import pytest
+from servers import bench_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _bench(name: str):
-    """A module of bench/ (not a package)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-
-
 def test_compare_gives_lsh_spark_its_properties_and_the_peer_jvm_defaults():
-    compare = _bench("compare")
+    compare = bench_module("compare")
     ours = compare.spark_settings("lsh-spark", "local[2]")
     peer = compare.spark_settings("mllib", "local[2]")
     props = ours[ours.index("--properties-file") + 1]
@@ -39,7 +30,7 @@ def test_compare_gives_lsh_spark_its_properties_and_the_peer_jvm_defaults():
 
 
 def test_compare_reports_the_median_round_and_a_failed_run_as_it_failed():
-    compare = _bench("compare")
+    compare = bench_module("compare")
 
     def run(seconds, peak, code=0):
         return {"seconds": seconds, "peak_mem_mib": peak, "exit": code, "tail": [str(seconds)]}
@@ -121,7 +112,7 @@ def _renamed_corpus(path: Path) -> dict[str, str]:
 
 
 def test_compare_names_the_fields_a_corpus_lacks(tmp_path):
-    compare = _bench("compare")
+    compare = bench_module("compare")
     corpus = tmp_path / "c.jsonl"
     _renamed_corpus(corpus)
     compare.check_fields(str(corpus), "url", "content")  # found: no error
@@ -142,10 +133,10 @@ def test_compare_names_the_fields_a_corpus_lacks(tmp_path):
 
 
 def test_ground_truth_reads_the_given_fields_and_keeps_them_apart_in_its_cache(tmp_path):
-    compare = _bench("compare")
+    compare = bench_module("compare")
     corpus = tmp_path / "c.jsonl"
     texts = _renamed_corpus(corpus)
-    docs = _bench("quality").load(str(corpus), "url", "content", 5)
+    docs = bench_module("quality").load(str(corpus), "url", "content", 5)
     assert set(docs) == set(texts)  # the unreadable lines and the null id left out
     truth = compare.ground_truth(str(corpus), 0.8, str(tmp_path / "truth"), "url", "content")
     assert set(truth) == {
@@ -163,7 +154,7 @@ def test_ground_truth_reads_the_given_fields_and_keeps_them_apart_in_its_cache(t
 def test_mllib_peer_reads_the_given_fields(spark, tmp_path):
     corpus = tmp_path / "c.jsonl"
     _renamed_corpus(corpus)
-    pairs = _bench("peer_mllib").mllib_pairs(spark, str(corpus), 0.8, 3, "url", "content")
+    pairs = bench_module("peer_mllib").mllib_pairs(spark, str(corpus), 0.8, 3, "url", "content")
     found = {(r.id_a, r.id_b): r.jaccard for r in pairs.collect()}
     # An exact copy always shares every table's hash; nothing pairs with the
     # unrelated text, and every id is the url of a record.
@@ -177,7 +168,7 @@ def test_a_folder_of_compressed_parts_reads_as_one_corpus(tmp_path):
     import bz2
     import gzip
 
-    compare, quality = _bench("compare"), _bench("quality")
+    compare, quality = bench_module("compare"), bench_module("quality")
     whole = tmp_path / "whole.jsonl"
     texts = _renamed_corpus(whole)
     lines = whole.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -209,7 +200,7 @@ def test_a_folder_of_compressed_parts_reads_as_one_corpus(tmp_path):
 def test_a_corpus_whose_ids_repeat_stops_compare_before_any_system_runs(tmp_path):
     import subprocess
 
-    quality = _bench("quality")
+    quality = bench_module("quality")
     corpus = tmp_path / "c.jsonl"
     texts = _renamed_corpus(corpus)
     # Null ids and records no system reads are not repeats.
@@ -259,7 +250,7 @@ def test_a_corpus_whose_ids_repeat_stops_compare_before_any_system_runs(tmp_path
 def test_ids_that_mix_strings_and_numbers_are_refused_by_name(tmp_path):
     # Spark reads such a column as strings, the ground truth would compare 7
     # with "a": stopped before anything runs instead of failing after.
-    quality = _bench("quality")
+    quality = bench_module("quality")
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(
         "".join(

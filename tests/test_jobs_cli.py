@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
+from servers import bench_module
 
 from lsh_spark.config import DedupConfig
 
@@ -47,15 +48,20 @@ FLAGS = [
 
 
 def submit(
-    job: str, *args: str, timeout: int = 600, launcher: str = "spark-submit"
+    job: str,
+    *args: str,
+    timeout: int = 600,
+    launcher: str = "spark-submit",
+    conf: tuple[str, ...] = ("--conf", "spark.ui.enabled=false"),
 ) -> subprocess.CompletedProcess:
-    """Run ``jobs/<job>`` with ``spark-submit``, or (``launcher="python"``) with the
-    interpreter alone, which is enough for errors found before the session starts."""
+    """Run ``jobs/<job>`` with ``spark-submit`` and its options ``conf``, or
+    (``launcher="python"``) with the interpreter alone, which is enough for errors
+    found before the session starts."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     if launcher == "python":
         cmd = [sys.executable]
     else:
-        cmd = [SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
+        cmd = [SPARK_SUBMIT, "--master", "local[2]", *conf]
     cmd += [os.path.join(JOBS, job), *args]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -156,9 +162,25 @@ def test_stage_jobs_match_dedup(require_spark_submit, spark, tmp_path, capsys):
         assert spark.conf.get("spark.sql.shuffle.partitions") == before  # left as it was
         summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert summary["stage"] == job[:-3]
-    full = tmp_path / "full"
-    proc = submit("dedup.py", "--input", SAMPLE, "--output", str(full))
+    full, events = tmp_path / "full", tmp_path / "events"
+    events.mkdir()
+    stage_volumes = bench_module("stage_volumes")
+    # With the Spark UI on (a free port), as on a cluster: report.json has the
+    # bytes of each stage from Spark's REST API, the event log's figures.
+    ui = ("--conf", "spark.ui.enabled=true", "--conf", "spark.ui.port=0")
+    conf = (*ui, *stage_volumes.event_log_args(str(events)))
+    proc = submit("dedup.py", "--input", SAMPLE, "--output", str(full), conf=conf)
     assert proc.returncode == 0, explain(proc)
+    stage_bytes = read_report(full)["execution"]["stage_bytes"]
+    logged = stage_volumes.parse_event_logs(str(events))
+    names = {"read": "input_bytes", "shuffle_write": "shuffle_write_bytes"}
+    names |= {"shuffle_read": "shuffle_read_bytes", "written": "output_bytes"}
+    assert stage_bytes["complete"] is True
+    assert {"signatures", "candidates", "verify", "cluster"} <= set(stage_bytes["by_stage"])
+    for stage, figures in stage_bytes["by_stage"].items():
+        assert figures == {k: logged[stage].get(v, 0) for k, v in names.items()}, stage
+    assert stage_bytes["by_stage"]["signatures"]["read"] > os.path.getsize(SAMPLE) / 2
+    assert stage_bytes["by_stage"]["verify"]["shuffle_write"] > 0
 
     for name in ("pairs", "clusters"):
         a = spark.read.parquet(str(staged / name))

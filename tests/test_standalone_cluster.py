@@ -27,7 +27,7 @@ import pytest
 from chispa import assert_df_equality
 from servers import free_port, spark_home, wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.standalone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)

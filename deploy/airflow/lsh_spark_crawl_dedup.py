@@ -31,7 +31,7 @@ RESULTS = Variable.get("lsh_spark_results", default_var="hdfs:///dedup/results")
 
 COMMON = dict(
     conn_id="spark_default",
-    properties_file=f"{HOME}/conf/cluster.properties",
+    properties_file=f"{HOME}/conf/spark-cluster.properties",
     py_files=f"{HOME}/dist/lsh_spark.zip",
     archives=f"{HOME}/dist/lsh-spark-env.tar.gz#environment",
     env_vars={"PYSPARK_PYTHON": "./environment/bin/python"},

@@ -14,8 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lsh_spark.banding import candidate_probability, explode_bands, s_curve
+from lsh_spark.buckets import bucket_members, bucket_summary, candidate_blocks, candidate_pairs
 from lsh_spark.caching import cached
-from lsh_spark.candidates import bucket_members, bucket_summary, candidate_blocks, candidate_pairs
 from lsh_spark.config import DedupConfig
 from lsh_spark.session import in_background
 from lsh_spark.simhash import block_bounds, explode_tables

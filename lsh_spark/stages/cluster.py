@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lsh_spark.cluster import apply_keep_policy, connected_components
+from lsh_spark.components import apply_keep_policy, connected_components
 from lsh_spark.config import DedupConfig
 from lsh_spark.io import read_corpus
 from lsh_spark.report import CLUSTER_SIZE_ROWS

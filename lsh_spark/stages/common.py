@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from lsh_spark.config import DedupConfig
 from lsh_spark.io import FileSystem
+from lsh_spark.session import classic_context
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,35 @@ def checkpoint_dir(out: Output, cfg: DedupConfig) -> str:
     return cfg.checkpoint_dir or out.path("_checkpoints")
 
 
+TAG_PREFIX = "lsh-spark:"
+# The Spark UI's description of a stage's jobs: the prefix and the stage's name.
+DESCRIPTION_PREFIX = "lsh-spark: "
+
+
 def job_tag(stage: str) -> str:
     """The Spark job tag of pipeline stage ``stage``'s jobs."""
-    return f"lsh-spark:{stage}"
+    return TAG_PREFIX + stage
+
+
+def stage_of_job(tags: Iterable[str], description: str | None) -> str | None:
+    """The pipeline stage of a Spark job, from its tags as Spark lists them (the
+    event log, the REST API: a tag added with ``SparkSession.addTag`` carries a
+    prefix naming its session and thread) or else its description (a job that
+    runs outside a SQL execution, such as JSON schema inference, gets no session
+    tag); None for a job of no stage.
+
+    >>> stage_of_job(["spark-session-1", "spark-session-1-thread-7-lsh-spark:verify"], None)
+    'verify'
+    >>> stage_of_job([], "lsh-spark: read"), stage_of_job([], None)
+    ('read', None)
+    """
+    for tag in tags:
+        at = tag.find(TAG_PREFIX)
+        if at >= 0:
+            return tag[at + len(TAG_PREFIX) :]
+    if description and description.startswith(DESCRIPTION_PREFIX):
+        return description[len(DESCRIPTION_PREFIX) :]
+    return None
 
 
 @contextmanager
@@ -60,7 +87,7 @@ def tagged(spark: SparkSession | None, stage: str) -> Iterator[None]:
         return
     tag = job_tag(stage)
     spark.addTag(tag)
-    described = _describe(spark, f"lsh-spark: {stage}")
+    described = _describe(spark, DESCRIPTION_PREFIX + stage)
     try:
         yield
     finally:
@@ -77,9 +104,9 @@ def _describe(spark: SparkSession, text: str) -> Callable[[], None] | None:
     """Set this thread's job description to ``text``; return what puts the previous
     one back.  Classic sessions only: Spark Connect has no call for it (its jobs
     carry the tag), so there it does nothing and returns None."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    context = classic_context(spark)
+    if context is None:
         return None
-    context = spark.sparkContext
     before = context.getLocalProperty(JOB_DESCRIPTION)
     context.setJobDescription(text)
     return lambda: context.setLocalProperty(JOB_DESCRIPTION, before)

@@ -14,10 +14,11 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lsh_spark import verify as verify_module
+from lsh_spark import jaccard as jaccard_module
+from lsh_spark.buckets import DuplicateGroups, pairs_written
 from lsh_spark.caching import cached
-from lsh_spark.candidates import DuplicateGroups, pairs_written
 from lsh_spark.config import DedupConfig
+from lsh_spark.jaccard import candidate_ids, join_sides
 from lsh_spark.report import (
     SIMILARITY_BINS,
     histogram,
@@ -29,7 +30,6 @@ from lsh_spark.simhash import hamming
 from lsh_spark.stages.common import Output, Timer, accepted_shingles, observed
 from lsh_spark.stages.verify_plan import BROADCAST_ID_ROWS, small_id_list
 from lsh_spark.vectors import cosine, distance
-from lsh_spark.verify import candidate_ids, join_sides
 
 # Euclidean distance histograms: this many bins of equal width up to
 # max_distance (the last also holds the pairs beyond).
@@ -124,7 +124,7 @@ def _simhash_pairs(
         return near, {measure: 0}
     ids = stack.enter_context(cached(candidate_ids(near)))
     sh = _keep_listed(accepted_shingles(out), ids)
-    near = verify_module.similar(
+    near = jaccard_module.similar(
         join_sides(near, sh, "shingles"), ["id_a", "id_b", measure], cfg.threshold
     )
     return near, {measure: 0, "jaccard": 1.0}
@@ -150,7 +150,7 @@ def _vector_pairs(
         def ok(v: Column) -> Column:
             return v <= F.lit(float(cfg.vectors.max_distance))
 
-    near = verify_module.kept_where(
+    near = jaccard_module.kept_where(
         join_sides(cands, needed, "vector"),
         ["id_a", "id_b"],
         fn(F.col("vector_a"), F.col("vector_b")),

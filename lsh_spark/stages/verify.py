@@ -19,10 +19,11 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from lsh_spark import verify as verify_module
+from lsh_spark import jaccard as jaccard_module
+from lsh_spark.buckets import DuplicateGroups, pairs_written
 from lsh_spark.caching import cached
-from lsh_spark.candidates import DuplicateGroups, pairs_written
 from lsh_spark.config import DedupConfig
+from lsh_spark.jaccard import block_groups, block_memberships, candidate_ids, drop_block_pairs
 from lsh_spark.report import (
     SIMILARITY_BINS,
     histogram,
@@ -39,7 +40,6 @@ from lsh_spark.stages.verify_plan import (
     bounded_counts,
     plan_verify,
 )
-from lsh_spark.verify import block_groups, block_memberships, candidate_ids, drop_block_pairs
 
 
 @dataclass
@@ -146,7 +146,7 @@ def _cached_tables(out: Output, cfg: DedupConfig, stack: ExitStack) -> _Tables:
 
 
 def _cached_groups(t: _Tables, cfg: DedupConfig, n_edges: int, stack: ExitStack) -> DataFrame:
-    """The block groups (:func:`lsh_spark.verify.block_groups`), cached: read twice
+    """The block groups (:func:`lsh_spark.jaccard.block_groups`), cached: read twice
     (the number of tasks, then the tasks)."""
     return stack.enter_context(
         cached(
@@ -202,7 +202,7 @@ def _count_sizes(t: _Tables) -> Row:
         .crossJoin(t.dups.stats_frame())
     )
     if t.groups is not None:
-        sizing = sizing.crossJoin(verify_module.block_work_frame(t.groups))
+        sizing = sizing.crossJoin(jaccard_module.block_work_frame(t.groups))
     return sizing.first()
 
 
@@ -227,15 +227,15 @@ def _verified_pairs(
     # representative's pairs: near pairs by two joins, block pairs in the block
     # tasks (with --pairs edges, expand and copies leave them as they are).
     found = t.dups.expand(_near_pairs(t, plan, cfg, stack), BROADCAST_ID_ROWS)
-    block_work = verify_module.block_work(None)
+    block_work = jaccard_module.block_work(None)
     if not plan.has_blocks:  # no blocks, no second read of shingles/
         return found, block_work
     share_partitions = None
     if plan.share_spread == "own_job":
         t.groups = _cached_groups(t, cfg, plan.counts.block_edges or 0, stack)
-        block_work = verify_module.block_work(t.groups)
+        block_work = jaccard_module.block_work(t.groups)
     elif plan.share_spread == "sizing_job":
-        block_work = verify_module.block_work_of(sizes)
+        block_work = jaccard_module.block_work_of(sizes)
     else:
         # How many tasks the split groups take is counted after the write;
         # their shares are spread over the shuffle partitions instead.
@@ -253,7 +253,7 @@ def _near_pairs(t: _Tables, plan: VerifyPlan, cfg: DedupConfig, stack: ExitStack
         # reads it once anyway (both sides reuse its exchange), and a cached
         # copy would only add a second one to the heap.
         needed = stack.enter_context(cached(needed))
-    return verify_module.verify_pairs(
+    return jaccard_module.verify_pairs(
         t.pairs, needed, cfg.threshold, broadcast=plan.broadcast_shingles
     )
 
@@ -268,7 +268,7 @@ def _block_pairs(
     """Verified pairs of the block members (a spanning forest of each family with
     ``--pairs edges``; copies expanded in the block tasks with ``--pairs all``)."""
     member_shingles = _keep_ids(t.shingles, t.memberships.select("id"), plan.broadcast_member_ids)
-    return verify_module.verify_blocks(
+    return jaccard_module.verify_blocks(
         t.blocks,
         t.memberships,
         member_shingles,
@@ -288,7 +288,7 @@ def _figures_after_write(t: _Tables) -> dict[str, Any] | None:
     one small query over the tables the write cached."""
     stats = t.dups.stats_frame()
     if t.groups is not None:
-        stats = stats.crossJoin(verify_module.block_work_frame(t.groups))
+        stats = stats.crossJoin(jaccard_module.block_work_frame(t.groups))
     row = stats.first()
     t.dups.stats(row)
-    return verify_module.block_work_of(row) if t.groups is not None else None
+    return jaccard_module.block_work_of(row) if t.groups is not None else None

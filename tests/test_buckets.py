@@ -6,7 +6,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.candidates import (
+from lsh_spark.buckets import (
     DuplicateGroups,
     bucket_members,
     bucket_summary,

@@ -7,8 +7,8 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark import verify as V
-from lsh_spark.verify import verify_pairs
+from lsh_spark import jaccard as V
+from lsh_spark.jaccard import verify_pairs
 
 
 def test_exact_jaccard_and_threshold(spark):
@@ -323,7 +323,7 @@ def test_blocks_and_pair_path_give_identical_pairs(
     A small ``pairs_per_task`` splits every group's rows over several tasks.
     ``packed``: the sets as dedup.py's shingles/ holds them, one binary value each.
     """
-    import lsh_spark.cluster as C
+    import lsh_spark.components as C
 
     monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
     if not one_task:
@@ -370,7 +370,7 @@ def test_block_groups_in_one_task_equal_the_distributed_ones(spark, monkeypatch,
     aggregations over distributed connected components: merged families,
     families split into their blocks, bounded ones, smallest ids in Spark's
     order (non-ASCII strings order bytewise; integers numerically)."""
-    import lsh_spark.cluster as C
+    import lsh_spark.components as C
 
     rng = random.Random(11)
     alphabet = ["a", "Z", "é", "中", "😀", "0", "ß"]
@@ -478,7 +478,7 @@ def test_block_tasks_give_copies_the_pairs_the_joins_give(spark, monkeypatch, pa
     # Members with identical texts: the block tasks expand each pair to every
     # copy (expand_copies) and must give what DuplicateGroups.expand gives by
     # joins: the same pairs, ordered id_a < id_b, with the same Jaccard.
-    from lsh_spark.candidates import DuplicateGroups
+    from lsh_spark.buckets import DuplicateGroups
 
     monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
     sets, _ = _family(4, n=30)

@@ -40,8 +40,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.candidates import sort_ranks
-from lsh_spark.cluster import spanning_forest
+from lsh_spark.buckets import sort_ranks
+from lsh_spark.components import spanning_forest
 from lsh_spark.kernels import compiled, use_compiled
 from lsh_spark.shingle import shingle_parts
 
@@ -534,11 +534,11 @@ def expand_copies(
     """Pairs of block members ``(i, j, jac)`` -> the same pairs between every copy.
 
     ``copies``: per member, the ids of all documents with its text (itself
-    included; see :meth:`lsh_spark.candidates.DuplicateGroups.copies`), null for
+    included; see :meth:`lsh_spark.buckets.DuplicateGroups.copies`), null for
     a member with no copy.  A pair of members with ``c_i`` and ``c_j`` copies
     becomes ``c_i * c_j`` pairs with the same Jaccard, each ordered so that
     ``id_a < id_b`` (Arrow compares strings bytewise, as Spark does): what
-    :meth:`~lsh_spark.candidates.DuplicateGroups.expand` does with two joins
+    :meth:`~lsh_spark.buckets.DuplicateGroups.expand` does with two joins
     per pair row, here in numpy inside the block task.
     """
     singles = pa.ListArray.from_arrays(pa.array(np.arange(len(ids) + 1, dtype=np.int32)), ids)
@@ -615,7 +615,7 @@ def block_groups(
     components (its rounds saved in ``checkpoint_dir``) and joins, with the
     same result.
     """
-    from lsh_spark.cluster import LOCAL_FINISH_EDGES, connected_components
+    from lsh_spark.components import LOCAL_FINISH_EDGES, connected_components
 
     if n_edges is None:  # block memberships in all (one small job)
         n_edges = memberships.agg(F.sum(F.size("in_blocks"))).first()[0] or 0
@@ -657,12 +657,12 @@ def _group_rows(table: pa.Table, max_size: int, max_family_size: int | None) -> 
     """:func:`block_groups` of all ``(id, in_blocks)`` memberships at once, in numpy.
 
     Blocks are numbered in key order and joined through each member's first
-    block (:func:`lsh_spark.cluster.local_roots`), so a family's group is its
+    block (:func:`lsh_spark.components.local_roots`), so a family's group is its
     smallest block key and its name its smallest member id in Spark's order
     (Arrow sorts strings bytewise, as Spark compares them): the values of the
     distributed path.
     """
-    from lsh_spark.cluster import local_roots
+    from lsh_spark.components import local_roots
 
     ids = table.column("id").combine_chunks()
     in_blocks = table.column("in_blocks").combine_chunks()
@@ -891,7 +891,7 @@ def verify_blocks(
     unless its result is passed as ``work`` or ``share_partitions`` is given:
     the shares of split groups then go to that many partitions, round robin
     (see :func:`share_slots`), however many there are.  ``copies``: ``(rep, copies)`` of
-    :meth:`lsh_spark.candidates.DuplicateGroups.copies`; a member with copies
+    :meth:`lsh_spark.buckets.DuplicateGroups.copies`; a member with copies
     then has its pairs given to every copy in the block task
     (:func:`expand_copies`).  ``max_family_size`` (used when ``groups`` is not
     given): a larger family's tasks emit a spanning forest of its pairs

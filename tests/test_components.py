@@ -6,7 +6,7 @@ from chispa import assert_df_equality
 from pyspark.sql import types as T
 from reference import reference_components
 
-from lsh_spark.cluster import ClusteringDidNotConverge, apply_keep_policy, connected_components
+from lsh_spark.components import ClusteringDidNotConverge, apply_keep_policy, connected_components
 
 OUT = T.StructType(
     [
@@ -52,7 +52,7 @@ def test_stars_cycles_and_several_components(spark):
 @pytest.mark.heavy
 @pytest.mark.parametrize("finish_in_one_task", [True, False])
 def test_random_graph_against_union_find(spark, monkeypatch, finish_in_one_task):
-    import lsh_spark.cluster as C
+    import lsh_spark.components as C
 
     if not finish_in_one_task:  # contracted partitions, then the star rounds
         monkeypatch.setattr(C, "LOCAL_FINISH_EDGES", 0)
@@ -65,7 +65,7 @@ def test_random_graph_against_union_find(spark, monkeypatch, finish_in_one_task)
 
 @pytest.mark.heavy
 def test_rounds_saved_as_parquet_in_the_checkpoint_dir(spark, tmp_path, monkeypatch):
-    import lsh_spark.cluster as C
+    import lsh_spark.components as C
 
     monkeypatch.setattr(C, "LOCAL_FINISH_EDGES", 0)  # contraction, then star rounds
     rng = random.Random(7)
@@ -165,7 +165,7 @@ def _same_partition(x, y):
 @pytest.mark.parametrize("sweeps", [1, 2, 32])
 def test_local_roots_preserve_components(sweeps):
     """Contracted edges connect exactly what the input did, finished or not."""
-    from lsh_spark.cluster import local_roots
+    from lsh_spark.components import local_roots
 
     rng = np.random.default_rng(sweeps)
     n = 400
@@ -181,7 +181,7 @@ def test_local_roots_preserve_components(sweeps):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_spanning_forest_keeps_the_components_with_no_cycle(seed):
     """A subset of the edges, n - (components) of them, connecting what all edges connect."""
-    from lsh_spark.cluster import spanning_forest
+    from lsh_spark.components import spanning_forest
 
     rng = np.random.default_rng(seed)
     n = 500
@@ -209,7 +209,7 @@ def test_spanning_forest_keeps_the_components_with_no_cycle(seed):
 
 
 def test_dense_family_contracts_to_a_star(spark):
-    from lsh_spark.cluster import contract_locally
+    from lsh_spark.components import contract_locally
 
     ids = [f"n{i:03d}" for i in range(60)]
     edges = spark.createDataFrame(
@@ -229,7 +229,7 @@ def test_dense_family_contracts_to_a_star(spark):
 def test_component_roots_in_one_task_equal_union_find(spark):
     # Roots and sizes: connected_components labels and sizes clusters from this
     # step alone when the graph fits one task (no star rounds, no count pass).
-    from lsh_spark.cluster import component_roots
+    from lsh_spark.components import component_roots
 
     rng = random.Random(8)
     edges = [(rng.randrange(80), rng.randrange(80)) for _ in range(70)]
