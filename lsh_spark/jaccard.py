@@ -380,6 +380,23 @@ def block_pairs(
     ``(i, j, jaccard)`` with ``i < j`` member positions and float64 Jaccard,
     computed as ``|A & B| / (|A| + |B| - |A & B|)`` exactly as Spark divides.
     """
+    chunks = list(_pair_chunks(values, lengths, threshold, covered, required, row_range))
+    if not chunks:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
+    i, j, jac = zip(*chunks, strict=True)
+    return np.concatenate(i), np.concatenate(j), np.concatenate(jac)
+
+
+def _pair_chunks(
+    values: np.ndarray,
+    lengths: np.ndarray,
+    threshold: float,
+    covered: tuple[np.ndarray, np.ndarray] | None,
+    required: tuple[np.ndarray, np.ndarray] | None,
+    row_range: tuple[int, int] | None,
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`block_pairs` as it computes them: the pairs of ``BLOCK_CELLS`` cells
+    at a time, in order."""
     n = len(lengths)
     lengths = np.asarray(lengths, dtype=np.int64)
     rows, cols, v = _incidence_columns(values, lengths)
@@ -389,7 +406,6 @@ def block_pairs(
         c_rows, c_cols, c_v = _incidence_columns(*covered)
     if required is not None:
         q_rows, q_cols, q_v = _incidence_columns(*required)
-    out_i, out_j, out_s = [], [], []
     start, stop = row_range if row_range is not None else (0, n)
     step = max(1, BLOCK_CELLS // max(n, 1))
     for r0 in range(start, stop, step):
@@ -404,12 +420,7 @@ def block_pairs(
         if required is not None:
             ok &= _gram_rows(q_rows, q_cols, n, q_v, r0, r1, np.float32, start) > 0
         i, j = np.nonzero(ok)
-        out_i.append(i + r0)
-        out_j.append(j + start)
-        out_s.append(jac[i, j])
-    if not out_i:
-        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
-    return np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_s)
+        yield i + r0, j + start, jac[i, j]
 
 
 def _take_members(
@@ -449,6 +460,13 @@ def block_forest(
     of the members it did not reach (:func:`row_ranges`); part 0 also emits
     member 0's pairs.  Every pair is emitted by at most one share, and the
     shares' forests together connect what the whole block's pairs connect.
+
+    The pairs are folded into the forest as they are computed, ``BLOCK_CELLS``
+    cells at a time, so a share holds at most ``n - 1`` forest pairs beside one
+    piece's pairs, however many pairs are above the threshold.  A forest of the
+    forest so far and the next pairs is the forest of all of them (it is the
+    minimum spanning forest by position, which drops only pairs that close a
+    cycle), so the result is the same as one forest of every pair.
     """
     n = len(lengths)
     part, parts = share
@@ -467,17 +485,19 @@ def block_forest(
         def reordered(lists: tuple[np.ndarray, np.ndarray] | None):
             return None if lists is None else _take_members(*lists, order)
 
-        ri, rj, rjac = block_pairs(
+        for ri, rj, rjac in _pair_chunks(
             *_take_members(values, lengths, order),
             threshold,
             reordered(covered),
             reordered(required),
             row_range=(int(bounds[part]), int(bounds[part + 1])),
-        )
-        a, b = order[ri], order[rj]
-        i = np.concatenate([i, np.minimum(a, b)])
-        j = np.concatenate([j, np.maximum(a, b)])
-        jac = np.concatenate([jac, rjac])
+        ):
+            a, b = order[ri], order[rj]
+            i = np.concatenate([i, np.minimum(a, b)])
+            j = np.concatenate([j, np.maximum(a, b)])
+            jac = np.concatenate([jac, rjac])
+            forest = spanning_forest(i, j, n)
+            i, j, jac = i[forest], j[forest], jac[forest]
     forest = spanning_forest(i, j, n)
     return i[forest], j[forest], jac[forest]
 

@@ -262,6 +262,27 @@ def test_block_forest_connects_what_block_pairs_connect(seed):
                 assert reference_components(range(n), pairs) == want
 
 
+@pytest.mark.parametrize("seed", [3, 4])
+def test_block_forest_folded_piece_by_piece_is_the_forest_of_every_pair(monkeypatch, seed):
+    """The forest is folded in as the pairs are computed, BLOCK_CELLS cells at a
+    time: with pieces of a few rows it is the very forest (same pairs, same
+    order, same Jaccard) that one piece holding every pair gives, whole or
+    shared among tasks."""
+    sets, covered = _family(seed, n=50)
+    other, _ = _family(seed + 10, n=20)
+    order = np.random.default_rng(seed).permutation(70)
+    values, lengths = _flat([(sets + other[:20])[k] for k in order])
+    keys = _flat([((covered + [{9}] * 20)[k] or set()) for k in order])
+    for kw in ({}, {"covered": keys}, {"share": (1, 3)}):
+        monkeypatch.setattr(V, "BLOCK_CELLS", 1 << 22)  # one piece
+        whole = V.block_forest(values, lengths, 0.5, **kw)
+        monkeypatch.setattr(V, "BLOCK_CELLS", 150)  # two rows of 70 members a piece
+        pieces = V.block_forest(values, lengths, 0.5, **kw)
+        assert len(whole[0]) > 10
+        for a, b in zip(whole, pieces, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("n,rows,parts", [(100, 30, 4), (100, 3, 5), (100, 0, 3), (50, 50, 7)])
 def test_row_ranges_of_the_first_rows(n, rows, parts):
     """Only the first ``rows`` rows are shared out, evenly by their pairs."""
