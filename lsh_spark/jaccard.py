@@ -470,6 +470,7 @@ def block_forest(
     """
     n = len(lengths)
     part, parts = share
+    # Member 0's pairs: a star, so already a forest.
     i, j, jac = block_pairs(values, lengths, threshold, covered, required, row_range=(0, min(1, n)))
     reached = np.zeros(n, dtype=bool)
     reached[:1] = True
@@ -498,8 +499,7 @@ def block_forest(
             jac = np.concatenate([jac, rjac])
             forest = spanning_forest(i, j, n)
             i, j, jac = i[forest], j[forest], jac[forest]
-    forest = spanning_forest(i, j, n)
-    return i[forest], j[forest], jac[forest]
+    return i, j, jac
 
 
 def _verify_block(table: pa.Table, threshold: float, forest: bool = False) -> pa.Table:

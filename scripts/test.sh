@@ -22,15 +22,16 @@ cd "$ROOT"
 export JDK_JAVA_OPTIONS="${JDK_JAVA_OPTIONS:+$JDK_JAVA_OPTIONS }-XX:TieredStopAtLevel=1"
 
 # They also map a class-data-sharing archive of the classes a small Spark job loads,
-# written once per virtualenv, PySpark and Java (scripts/jvm_classes.py, about 20 s):
-# a spark-submit child then starts 2-3 s sooner (CONTRIBUTING.md). A JVM whose class
-# path or Java differs (the standalone cluster's daemons, the wheel's virtualenv)
-# ignores the archive; -Xlog silences the JVM's warning that it did.
-java_id="$("$java_bin" -version 2>&1 | cksum | cut -d' ' -f1)"
-spark_version="$("$VENV/bin/python" -c 'import pyspark; print(pyspark.__version__)')"
-archive="$VENV/spark-classes-$spark_version-$java_id.jsa"
+# written once per installed set of packages (setup-env.sh's $want, which pins PySpark)
+# and Java (scripts/jvm_classes.py, about 20 s): a spark-submit child then starts 2-3 s
+# sooner (CONTRIBUTING.md). A JVM whose class path or Java differs (the standalone
+# cluster's daemons, the wheel's virtualenv) ignores the archive; -Xlog silences the
+# JVM's warning that it did.
+archive_key="$(printf '%s\n%s\n%s' "$want" "$java_bin" "$java_version" | cksum | cut -d' ' -f1)"
+archive="$VENV/spark-classes-$archive_key.jsa"
 if [ ! -s "$archive" ]; then
   echo "writing the JVM class archive $archive (once)" >&2
+  rm -f "$VENV"/spark-classes-*.jsa  # those of earlier packages or Java
   if "$VENV/bin/spark-submit" --driver-java-options "-XX:ArchiveClassesAtExit=$archive.$$" \
        scripts/jvm_classes.py >"$VENV/jvm-classes.log" 2>&1 &&
      [ -s "$archive.$$" ]; then
