@@ -18,8 +18,11 @@ cd "$ROOT"
 # Every JVM of the tests (the session's, spark-submit children, servers) compiles with
 # C1 only: the tests' JVMs are short-lived and run tiny queries, and the C2 compiler
 # took about half of a spark-submit child's CPU (CONTRIBUTING.md). Jobs users run are
-# not affected: the variable is set for the tests alone.
-export JDK_JAVA_OPTIONS="${JDK_JAVA_OPTIONS:+$JDK_JAVA_OPTIONS }-XX:TieredStopAtLevel=1"
+# not affected: the variable is set for the tests alone. C1 alone reserves a 48 MB
+# code cache; a test worker's session JVM, which runs hundreds of tests' queries,
+# filled it ("CodeCache is full. Compiler has been disabled.") and then ran every new
+# query interpreted, so the cache is the size tiered compilation would reserve.
+export JDK_JAVA_OPTIONS="${JDK_JAVA_OPTIONS:+$JDK_JAVA_OPTIONS }-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 # They also map a class-data-sharing archive of the classes a small Spark job loads,
 # written once per installed set of packages (setup-env.sh's $want, which pins PySpark)
