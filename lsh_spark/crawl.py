@@ -60,7 +60,7 @@ from lsh_spark.index import (
 from lsh_spark.io import FileSystem, StagedOutput, input_files, read_corpus
 from lsh_spark.jaccard import jaccard, join_sides, verify_pairs
 from lsh_spark.report import merge_reports
-from lsh_spark.session import size_shuffle_partitions
+from lsh_spark.session import local_frame, size_shuffle_partitions
 from lsh_spark.stages.candidates import stage_candidates
 from lsh_spark.stages.common import Timer, accepted_shingles, checkpoint_dir, restore_id_col
 from lsh_spark.stages.extract import extract_crawl_input, release_crawl_input
@@ -401,7 +401,7 @@ def _cross_verify(run: _Batch, stack: ExitStack) -> tuple[DataFrame | None, dict
     with run.timer("cross_verify"):
         if found is None:
             out.write(
-                run.spark.createDataFrame([], "id_a string, id_b string, jaccard double"),
+                local_frame(run.spark, [], "id_a string, id_b string, jaccard double"),
                 "cross_pairs",
             )
             return None, {"index_documents_looked_up": 0, "cross_verified_pairs": 0}

@@ -65,7 +65,7 @@ from lsh_spark.config import RETENTION_HOURS, ConfigError, DedupConfig
 from lsh_spark.errors import LshSparkError
 from lsh_spark.faults import maybe_die
 from lsh_spark.io import FileSystem
-from lsh_spark.session import IN_FILTER_KEY
+from lsh_spark.session import IN_FILTER_KEY, local_frame
 
 log = logging.getLogger(__name__)
 
@@ -543,7 +543,7 @@ def compact(
     before = describe(manifest)
     docs = index.docs(manifest)
     bands = index.bands(manifest).join(index.docs(manifest).select("doc"), "doc", "left_semi")
-    removed = spark.createDataFrame([], "doc bigint, id string")
+    removed = local_frame(spark, [], "doc bigint, id string")
     version = index.head + 1
     name = index.new_segment_name(version)
     try:

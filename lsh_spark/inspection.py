@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from lsh_spark.config import VECTOR_METHODS, ConfigError, DedupConfig
 from lsh_spark.io import FileSystem, read_corpus
+from lsh_spark.session import local_frame
 
 LARGEST_CLUSTERS = 10
 MEMBERS_SHOWN = 4  # besides the kept document, per large cluster
@@ -129,7 +130,7 @@ def _jaccards(
     if not pairs:
         return {}
     id_type = shingled.schema["id"].dataType.simpleString()
-    wanted = spark.createDataFrame(pairs, f"a {id_type}, b {id_type}")
+    wanted = local_frame(spark, pairs, f"a {id_type}, b {id_type}")
     a = shingled.select(F.col("id").alias("a"), F.col("shingles").alias("sa"))
     b = shingled.select(F.col("id").alias("b"), F.col("shingles").alias("sb"))
     common = F.size(F.array_intersect("sa", "sb"))

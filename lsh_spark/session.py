@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import pyarrow as pa
 from pyspark import SparkContext
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import DataType, StructType
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +195,29 @@ def default_parallelism(spark: SparkSession) -> int:
     rows = spark.range(0, PARALLELISM_PROBE_ROWS)
     partition = rows.select(F.spark_partition_id().alias("partition"))
     return partition.agg(F.max("partition")).first()[0] + 1
+
+
+def local_frame(
+    spark: SparkSession, rows: Iterable[Sequence[Any]], schema: str | StructType
+) -> DataFrame:
+    """A DataFrame of a few rows held by the driver (``schema`` a StructType or a
+    DDL string such as ``"id string, n int"``), built through Arrow so it is kept in the query
+    plan: reading it runs no Python.  ``createDataFrame`` of a Python list makes,
+    in classic mode, an RDD of pickled rows that every query reading it unpickles
+    again in Python workers, one task per core.
+
+    >>> rows = [("a", [1, 2]), ("b", None)]
+    >>> local_frame(getfixture("spark"), rows, "id string, s array<int>").collect()
+    [Row(id='a', s=[1, 2]), Row(id='b', s=None)]
+    """
+    struct = DataType.fromDDL(schema) if isinstance(schema, str) else schema
+    assert isinstance(struct, StructType), schema
+    columns = list(zip(*rows, strict=True)) or [()] * len(struct.fields)
+    arrays = [
+        pa.array(list(values), type=to_arrow_type(field.dataType))
+        for field, values in zip(struct.fields, columns, strict=True)
+    ]
+    return spark.createDataFrame(pa.Table.from_arrays(arrays, names=struct.names), struct)
 
 
 def classic_context(spark: SparkSession) -> SparkContext | None:

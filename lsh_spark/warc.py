@@ -56,6 +56,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lsh_spark.io import input_files, open_input, s3_endpoint
+from lsh_spark.session import local_frame
 
 # Rows and text characters per Arrow batch handed back to Spark: a worker holds
 # at most one batch of extracted texts, whatever the size of the WARC file, and
@@ -335,7 +336,7 @@ def extract_warc(
     the records); each task streams the records of its files.
     """
     files = input_files(spark, path)
-    paths = spark.createDataFrame([(f,) for f in files], "path string")
+    paths = local_frame(spark, [(f,) for f in files], "path string")
     fn, schema = _extract_batches(text_col, max_record_bytes, s3_endpoint(spark))
     return paths.mapInArrow(fn, schema)
 

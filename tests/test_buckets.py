@@ -12,6 +12,7 @@ from lsh_spark.buckets import (
     bucket_summary,
     candidate_pairs,
 )
+from lsh_spark.session import local_frame
 
 ROWS = T.StructType(
     [
@@ -58,16 +59,16 @@ def test_pairs_from_shared_buckets_distinct_and_ordered(spark):
         ("d", 1, 10, h(4)),
         ("e", 1, 10, h(5)),  # same bucket value, other band
     ]
-    buckets = bucket_members(spark.createDataFrame(rows, ROWS))
+    buckets = bucket_members(local_frame(spark, rows, ROWS))
     got = candidate_pairs(buckets, max_bucket_size=100)
-    want = spark.createDataFrame([("a", "b"), ("a", "c"), ("b", "c"), ("d", "e")], PAIRS)
+    want = local_frame(spark, [("a", "b"), ("a", "c"), ("b", "c"), ("d", "e")], PAIRS)
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_exact_duplicates_collapse_to_smallest_id_within_bucket(spark):
     rows = [("x3", 0, 1, h(9)), ("x1", 0, 1, h(9)), ("x2", 0, 1, h(9)), ("y", 0, 1, h(8))]
-    got = candidate_pairs(bucket_members(spark.createDataFrame(rows, ROWS)), 100)
-    want = spark.createDataFrame([("x1", "y")], PAIRS)
+    got = candidate_pairs(bucket_members(local_frame(spark, rows, ROWS)), 100)
+    want = local_frame(spark, [("x1", "y")], PAIRS)
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
 
@@ -75,7 +76,7 @@ def test_large_bucket_is_bounded_to_star_edges(spark):
     ids = [f"d{i:03d}" for i in range(50)]
     rows = [(i, 0, 7, h(n)) for n, i in enumerate(ids)]
     rows += [("d001", 1, 8, h(1)), ("d002", 1, 8, h(2))]  # a small bucket stays complete
-    buckets = bucket_members(spark.createDataFrame(rows, ROWS)).cache()
+    buckets = bucket_members(local_frame(spark, rows, ROWS)).cache()
     got = {(r.id_a, r.id_b) for r in candidate_pairs(buckets, max_bucket_size=10).collect()}
     assert got == {("d000", i) for i in ids[1:]} | {("d001", "d002")}
     summary = bucket_summary(buckets, 10)
@@ -97,7 +98,7 @@ def test_bucket_above_the_in_memory_bound_is_split_into_bounded_rows(spark):
     ids = [f"d{i:03d}" for i in range(50)]
     rows = [(i, 0, 7, h(n)) for n, i in enumerate(ids)]
     rows += [("d001", 1, 8, h(1)), ("d002", 1, 8, h(2))]
-    band_rows = spark.createDataFrame(rows, ROWS).repartition(3)
+    band_rows = local_frame(spark, rows, ROWS).repartition(3)
     split = bucket_members(band_rows, max_ids=8).cache()
     big = split.filter("bucket = 7").collect()
     assert len(big) == 7 and max(len(r.ids) for r in big) <= 8
@@ -114,8 +115,8 @@ def test_bucket_above_the_in_memory_bound_is_split_into_bounded_rows(spark):
 
 
 def test_exact_duplicate_pairs_list_every_pair_of_a_group_with_jaccard_1(spark):
-    df = spark.createDataFrame(
-        [("b", h(1)), ("a", h(1)), ("c", h(1)), ("z", h(2))], "id string, text_hash binary"
+    df = local_frame(
+        spark, [("b", h(1)), ("a", h(1)), ("c", h(1)), ("z", h(2))], "id string, text_hash binary"
     )
     got = {(r.id_a, r.id_b, r.jaccard) for r in DuplicateGroups(df, 5000).pairs().collect()}
     assert got == {("a", "b", 1.0), ("a", "c", 1.0), ("b", "c", 1.0)}
@@ -125,12 +126,14 @@ def test_exact_duplicate_pairs_list_every_pair_of_a_group_with_jaccard_1(spark):
 
 
 def test_duplicate_groups_give_every_copy_its_representatives_pairs(spark):
-    docs = spark.createDataFrame(
+    docs = local_frame(
+        spark,
         GROUPED_DOCS,
         "id string, text_hash binary",
     )
     # Verified pairs between representatives (smallest id of each group).
-    near = spark.createDataFrame(
+    near = local_frame(
+        spark,
         [("a", "b", 0.9), ("b", "e", 0.85), ("e", "f", 0.8)],
         "id_a string, id_b string, jaccard double",
     )
@@ -178,11 +181,13 @@ def test_duplicate_groups_planned_for_a_bound_give_the_counted_results(spark, su
     """plan_for: expand and copies planned without counting the groups first
     (the member table joined even when empty) give what counting gives, and
     stats are still counted when asked."""
-    docs = spark.createDataFrame(
+    docs = local_frame(
+        spark,
         GROUPED_DOCS,
         "id string, text_hash binary",
     ).filter(F.col("id").isin(list(subset)))
-    near = spark.createDataFrame(
+    near = local_frame(
+        spark,
         [("a", "b", 0.9), ("b", "e", 0.85), ("e", "f", 0.8)],
         "id_a string, id_b string, jaccard double",
     )
@@ -207,12 +212,13 @@ def test_duplicate_groups_planned_for_a_bound_give_the_counted_results(spark, su
 def test_persisted_duplicate_groups_give_the_same_results(spark, max_group):
     # Groups of 2 (expanded), 3 (bounded at max_group 2) and 1 (none); the
     # persisted member table must serve every method as the plain one does.
-    docs = spark.createDataFrame(
+    docs = local_frame(
+        spark,
         [("a", h(1)), ("q", h(1)), ("b", h(2)), ("c", h(2)), ("d", h(2)), ("e", h(3))],
         "id string, text_hash binary",
     )
-    near = spark.createDataFrame(
-        [("a", "b", 0.9), ("b", "e", 0.85)], "id_a string, id_b string, jaccard double"
+    near = local_frame(
+        spark, [("a", "b", 0.9), ("b", "e", 0.85)], "id_a string, id_b string, jaccard double"
     )
 
     def results(dups: DuplicateGroups) -> tuple:
@@ -252,7 +258,7 @@ def test_integer_ids_order_numerically(spark):
     rows = [(10, 0, 1, h(1)), (9, 0, 1, h(2)), (100, 0, 1, h(3))]
     got = {
         (r.id_a, r.id_b)
-        for r in candidate_pairs(bucket_members(spark.createDataFrame(rows, schema)), 10).collect()
+        for r in candidate_pairs(bucket_members(local_frame(spark, rows, schema)), 10).collect()
     }
     assert got == {(9, 10), (9, 100), (10, 100)}
 
@@ -270,7 +276,7 @@ def test_bucket_members_equal_a_reference_grouping(spark):
     rows = [(i, band, rng.randrange(25), texts[i]) for i in ids for band in range(3)]
     got = {
         (r.band, r.bucket): (list(r.ids), r.size)
-        for r in bucket_members(spark.createDataFrame(rows, ROWS).repartition(3)).collect()
+        for r in bucket_members(local_frame(spark, rows, ROWS).repartition(3)).collect()
     }
     groups = {}
     for i, band, bucket, text in rows:

@@ -7,6 +7,7 @@ from pyspark.sql import types as T
 from reference import reference_components
 
 from lsh_spark.components import ClusteringDidNotConverge, apply_keep_policy, connected_components
+from lsh_spark.session import local_frame
 
 OUT = T.StructType(
     [
@@ -18,14 +19,14 @@ OUT = T.StructType(
 
 
 def run(spark, vertices, edges, contract=True):
-    e = spark.createDataFrame(edges or [], "id_a long, id_b long")
-    v = spark.createDataFrame([(x,) for x in vertices], "id long")
+    e = local_frame(spark, edges or [], "id_a long, id_b long")
+    v = local_frame(spark, [(x,) for x in vertices], "id long")
     return connected_components(e, v, contract=contract)
 
 
 def check(spark, vertices, edges):
     ref = reference_components(vertices, edges)
-    want = spark.createDataFrame([(v, c, s) for v, (c, s) in ref.items()], OUT)
+    want = local_frame(spark, [(v, c, s) for v, (c, s) in ref.items()], OUT)
     # With and without the local contraction before the star rounds.
     for contract in (True, False):
         got = run(spark, vertices, edges, contract)
@@ -72,9 +73,9 @@ def test_rounds_saved_as_parquet_in_the_checkpoint_dir(spark, tmp_path, monkeypa
     edges = [(rng.randrange(200), rng.randrange(200)) for _ in range(150)]
     edges = [(a, b) for a, b in edges if a != b]
     ref = reference_components(list(range(200)), edges)
-    want = spark.createDataFrame([(v, c, s) for v, (c, s) in ref.items()], OUT)
-    e = spark.createDataFrame(edges, "id_a long, id_b long")
-    v = spark.createDataFrame([(x,) for x in range(200)], "id long")
+    want = local_frame(spark, [(v, c, s) for v, (c, s) in ref.items()], OUT)
+    e = local_frame(spark, edges, "id_a long, id_b long")
+    v = local_frame(spark, [(x,) for x in range(200)], "id long")
     got = connected_components(e, v, checkpoint_dir=str(tmp_path))
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
     (run_dir,) = tmp_path.glob("cc-*")
@@ -92,8 +93,8 @@ def test_no_edges_gives_singletons(spark):
 def _chain(spark, n):
     order = list(range(1, n))
     random.Random(1).shuffle(order)
-    e = spark.createDataFrame(list(zip(order, order[1:], strict=False)), "id_a long, id_b long")
-    v = spark.createDataFrame([(x,) for x in order], "id long")
+    e = local_frame(spark, list(zip(order, order[1:], strict=False)), "id_a long, id_b long")
+    v = local_frame(spark, [(x,) for x in order], "id long")
     return e, v
 
 
@@ -130,12 +131,13 @@ def test_round_limit_resumes_from_the_last_saved_round(spark, tmp_path):
 
 
 def test_keep_policies(spark):
-    clusters = spark.createDataFrame(
+    clusters = local_frame(
+        spark,
         [("a", "a", 3), ("b", "a", 3), ("c", "a", 3), ("d", "d", 1)],
         "id string, cluster_id string, cluster_size long",
     )
-    docs = spark.createDataFrame(
-        [("a", 10), ("b", 50), ("c", 50), ("d", 1)], "id string, text_len int"
+    docs = local_frame(
+        spark, [("a", 10), ("b", 50), ("c", 50), ("d", 1)], "id string, text_len int"
     )
     keep_min = {r.id for r in apply_keep_policy(clusters, docs, "min-id").collect() if r.keep}
     assert keep_min == {"a", "d"}
@@ -212,8 +214,8 @@ def test_dense_family_contracts_to_a_star(spark):
     from lsh_spark.components import contract_locally
 
     ids = [f"n{i:03d}" for i in range(60)]
-    edges = spark.createDataFrame(
-        [(a, b) for a in ids for b in ids if a < b], "src string, dst string"
+    edges = local_frame(
+        spark, [(a, b) for a in ids for b in ids if a < b], "src string, dst string"
     ).repartition(3)
     got = contract_locally(edges).collect()
     assert len(got) <= 3 * 59 and all(r.dst < r.src for r in got)
@@ -235,7 +237,7 @@ def test_component_roots_in_one_task_equal_union_find(spark):
     edges = [(rng.randrange(80), rng.randrange(80)) for _ in range(70)]
     edges += [(i, i + 1) for i in range(100, 140)]  # a path needs many sweeps
     edges += [(i + 1, i) for i in range(200, 260)]  # a long path, larger ids first
-    df = spark.createDataFrame(edges, "src long, dst long").repartition(3)
+    df = local_frame(spark, edges, "src long, dst long").repartition(3)
     rows = component_roots(df).collect()
     nodes = sorted({v for e in edges for v in e})
     assert sorted(r.id for r in rows) == nodes  # every node once
@@ -249,8 +251,8 @@ def test_known_small_edge_count_goes_straight_to_one_task(spark):
     rng = random.Random(4)
     ids = [f"d{i:03d}" for i in range(120)]
     edges = [(rng.choice(ids), rng.choice(ids)) for _ in range(90)]
-    pairs = spark.createDataFrame(edges, "id_a string, id_b string").repartition(3)
-    vertices = spark.createDataFrame([(i,) for i in ids], "id string")
+    pairs = local_frame(spark, edges, "id_a string, id_b string").repartition(3)
+    vertices = local_frame(spark, [(i,) for i in ids], "id string")
     direct = connected_components(pairs, vertices, n_edges=len(edges))
     general = connected_components(pairs, vertices)
     assert_df_equality(direct, general, ignore_row_order=True, ignore_nullable=True)
@@ -269,7 +271,8 @@ def test_kept_documents_filter_the_input_by_a_broadcast_id_list(spark, monkeypat
     from lsh_spark.stages.cluster import kept_documents
 
     monkeypatch.setattr(verify_plan, "BROADCAST_ID_ROWS", bound)
-    docs = spark.createDataFrame(
+    docs = local_frame(
+        spark,
         [
             ("a", "text a", 7),
             ("b", "text b", 8),
@@ -281,12 +284,13 @@ def test_kept_documents_filter_the_input_by_a_broadcast_id_list(spark, monkeypat
         ],
         "doc_id string, text string, n int",
     )
-    clusters = spark.createDataFrame(
+    clusters = local_frame(
+        spark,
         [("a", "a", 3, True), ("b", "a", 3, False), ("c", "a", 3, False), ("e", "e", 1, True)],
         "id string, cluster_id string, cluster_size long, keep boolean",
     )
-    rejects = spark.createDataFrame(
-        [("d", "missing text"), ("f", "empty")], "id string, reason string"
+    rejects = local_frame(
+        spark, [("d", "missing text"), ("f", "empty")], "id string, reason string"
     )
     # Only the hint broadcasts: Spark's own size threshold is off.
     before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
@@ -301,7 +305,8 @@ def test_kept_documents_filter_the_input_by_a_broadcast_id_list(spark, monkeypat
         assert "BroadcastHashJoin" in plan and "SortMergeJoin" not in plan, plan
     else:
         assert "SortMergeJoin" in plan, plan
-    want = spark.createDataFrame(
+    want = local_frame(
+        spark,
         [("a", "text a", 7, 3), ("e", "text e", 2, 1)],
         "doc_id string, text string, n int, cluster_size long",
     )

@@ -9,10 +9,12 @@ from pyspark.sql import types as T
 
 from lsh_spark import jaccard as V
 from lsh_spark.jaccard import verify_pairs
+from lsh_spark.session import local_frame
 
 
 def test_exact_jaccard_and_threshold(spark):
-    sh = spark.createDataFrame(
+    sh = local_frame(
+        spark,
         [
             ("a", [1, 2, 3, 4, 5]),
             ("b", [1, 2, 3, 4, 6]),
@@ -22,8 +24,10 @@ def test_exact_jaccard_and_threshold(spark):
         ],
         "id string, shingles array<bigint>",
     )
-    cands = spark.createDataFrame(
-        [("a", "b"), ("a", "c"), ("a", "d"), ("a", "e"), ("b", "e")], "id_a string, id_b string"
+    cands = local_frame(
+        spark,
+        [("a", "b"), ("a", "c"), ("a", "d"), ("a", "e"), ("b", "e")],
+        "id_a string, id_b string",
     )
     got = verify_pairs(cands, sh, threshold=0.66)
     schema = T.StructType(
@@ -33,37 +37,41 @@ def test_exact_jaccard_and_threshold(spark):
             T.StructField("jaccard", T.DoubleType()),
         ]
     )
-    want = spark.createDataFrame(
-        [("a", "b", 4 / 6), ("a", "c", 1.0), ("a", "e", 0.8), ("b", "e", 0.8)], schema
+    want = local_frame(
+        spark, [("a", "b", 4 / 6), ("a", "c", 1.0), ("a", "e", 0.8), ("b", "e", 0.8)], schema
     )
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_pair_exactly_at_threshold_is_kept(spark):
-    sh = spark.createDataFrame(
-        [("a", [1, 2, 3, 4, 5]), ("b", [1, 2, 3, 4])], "id string, shingles array<bigint>"
+    sh = local_frame(
+        spark, [("a", [1, 2, 3, 4, 5]), ("b", [1, 2, 3, 4])], "id string, shingles array<bigint>"
     )
-    cands = spark.createDataFrame([("a", "b")], "id_a string, id_b string")
+    cands = local_frame(spark, [("a", "b")], "id_a string, id_b string")
     assert verify_pairs(cands, sh, threshold=0.8).count() == 1
     assert verify_pairs(cands, sh, threshold=0.8000001).count() == 0
 
 
 def test_large_arrays(spark):
     n = 200_000
-    sh = spark.createDataFrame(
+    sh = local_frame(
+        spark,
         [("a", list(range(n))), ("b", list(range(n // 10, n + n // 10)))],
         "id string, shingles array<bigint>",
     )
-    cands = spark.createDataFrame([("a", "b")], "id_a string, id_b string")
+    cands = local_frame(spark, [("a", "b")], "id_a string, id_b string")
     j = verify_pairs(cands, sh, threshold=0.5).first().jaccard
     assert j == (n - n // 10) / (n + n // 10)
 
 
 def test_broadcast_and_shuffle_joins_agree(spark):
-    sh = spark.createDataFrame(
-        [(f"d{i}", list(range(i, i + 20))) for i in range(30)], "id string, shingles array<bigint>"
+    sh = local_frame(
+        spark,
+        [(f"d{i}", list(range(i, i + 20))) for i in range(30)],
+        "id string, shingles array<bigint>",
     )
-    cands = spark.createDataFrame(
+    cands = local_frame(
+        spark,
         [(f"d{i}", f"d{j}") for i in range(30) for j in range(i + 1, 30)],
         "id_a string, id_b string",
     )
@@ -131,10 +139,10 @@ def test_pair_jaccards_equal_python_sets_and_spark(spark):
     some = V.pair_jaccards(batch, 0.3)
     assert sorted(some.column(2).to_pylist()) == sorted(v for v in want.values() if v >= 0.3)
     # And Spark's expression gives the same doubles on the same sets.
-    sh = spark.createDataFrame(
-        [(k, s.tolist()) for k, s in enumerate(sets)], "id long, shingles array<bigint>"
+    sh = local_frame(
+        spark, [(k, s.tolist()) for k, s in enumerate(sets)], "id long, shingles array<bigint>"
     )
-    cands = spark.createDataFrame(pairs, "id_a long, id_b long")
+    cands = local_frame(spark, pairs, "id_a long, id_b long")
     spark_j = {
         (r.id_a, r.id_b): r.j
         for r in V.join_sides(cands, sh, "shingles")
@@ -351,17 +359,21 @@ def test_blocks_and_pair_path_give_identical_pairs(
         monkeypatch.setattr(C, "LOCAL_FINISH_EDGES", 0)
     sets, _ = _family(4, n=40)
     ids = [f"d{i:03d}" for i in range(len(sets))]
-    sh = spark.createDataFrame(
-        list(zip(ids, [sorted(s) for s in sets], strict=False)), "id string, shingles array<bigint>"
+    sh = local_frame(
+        spark,
+        list(zip(ids, [sorted(s) for s in sets], strict=False)),
+        "id string, shingles array<bigint>",
     )
-    packed_sh = spark.createDataFrame(
+    packed_sh = local_frame(
+        spark,
         [(i, np.array(sorted(s), dtype="<i8").tobytes()) for i, s in zip(ids, sets, strict=False)],
         "id string, shingles binary",
     )
-    blocks = spark.createDataFrame(
-        [(11, ids[:30]), (7, ids[10:40])], "block bigint, ids array<string>"
+    blocks = local_frame(
+        spark, [(11, ids[:30]), (7, ids[10:40])], "block bigint, ids array<string>"
     )
-    cands = spark.createDataFrame(
+    cands = local_frame(
+        spark,
         [(a, b) for a in ids for b in ids if a < b and (a >= "d035" or b >= "d038")],
         "id_a string, id_b string",
     )
@@ -376,8 +388,10 @@ def test_blocks_and_pair_path_give_identical_pairs(
     keys = [(r.id_a, r.id_b) for r in got]
     assert len(keys) == len(set(keys)), "a pair was emitted twice"
     inside = {(a, b) for blk in (ids[:30], ids[10:40]) for a in blk for b in blk if a < b}
-    everything = spark.createDataFrame(
-        sorted(inside | {(r.id_a, r.id_b) for r in cands.collect()}), "id_a string, id_b string"
+    everything = local_frame(
+        spark,
+        sorted(inside | {(r.id_a, r.id_b) for r in cands.collect()}),
+        "id_a string, id_b string",
     )
     want = {(r.id_a, r.id_b): r.jaccard for r in V.verify_pairs(everything, sh, 0.5).collect()}
     assert {(r.id_a, r.id_b): r.jaccard for r in got} == want
@@ -413,7 +427,7 @@ def test_block_groups_in_one_task_equal_the_distributed_ones(spark, monkeypatch,
             rows.append((rng.randint(-(2**62), 2**62), ids[lo : lo + size]))
             pos = max(pos, lo + size)
         pos += 1
-    blocks = spark.createDataFrame(rows, f"block bigint, ids array<{id_type}>")
+    blocks = local_frame(spark, rows, f"block bigint, ids array<{id_type}>")
     memberships = V.block_memberships(blocks).persist()
     try:
         for max_size, max_family in [(1000, None), (10, None), (10, 25), (20, 8)]:
@@ -454,12 +468,14 @@ def test_family_above_the_bound_writes_a_spanning_forest(
     monkeypatch.setattr(V, "FOREST_PAIRS_PER_TASK", pairs_per_task)
     sets, _ = _family(6, n=40)
     ids = [f"d{i:03d}" for i in range(len(sets))]
-    sh = spark.createDataFrame(
-        list(zip(ids, [sorted(s) for s in sets], strict=False)), "id string, shingles array<bigint>"
+    sh = local_frame(
+        spark,
+        list(zip(ids, [sorted(s) for s in sets], strict=False)),
+        "id string, shingles array<bigint>",
     )
     # Two overlapping blocks (one family of 40) and a separate one of 3.
-    blocks = spark.createDataFrame(
-        [(11, ids[:30]), (7, ids[10:40]), (3, ids[40:])], "block bigint, ids array<string>"
+    blocks = local_frame(
+        spark, [(11, ids[:30]), (7, ids[10:40]), (3, ids[40:])], "block bigint, ids array<string>"
     )
     memberships = V.block_memberships(blocks)
     full = {
@@ -508,13 +524,15 @@ def test_block_tasks_give_copies_the_pairs_the_joins_give(spark, monkeypatch, pa
     extra = {"d003": ["a003", "d003x"], "d010": ["d010a"], "d017": ["c017", "e017", "z017"]}
     docs = [(i, bytes([k % 256, k // 256]) * 8) for k, i in enumerate(ids)]
     docs += [(c, dict(docs)[rep]) for rep, cs in extra.items() for c in cs]
-    sigs = spark.createDataFrame(docs, "id string, text_hash binary")
+    sigs = local_frame(spark, docs, "id string, text_hash binary")
     dups = DuplicateGroups(sigs, max_group=1000)
     assert dups.stats()["expanded_documents"] == 9
-    sh = spark.createDataFrame(
-        list(zip(ids, [sorted(s) for s in sets], strict=False)), "id string, shingles array<bigint>"
+    sh = local_frame(
+        spark,
+        list(zip(ids, [sorted(s) for s in sets], strict=False)),
+        "id string, shingles array<bigint>",
     )
-    blocks = spark.createDataFrame([(5, ids)], "block bigint, ids array<string>")
+    blocks = local_frame(spark, [(5, ids)], "block bigint, ids array<string>")
     memberships = V.block_memberships(blocks)
     got = V.verify_blocks(blocks, memberships, sh, 0.5, 1000, copies=dups.copies(1000))
     plain = V.verify_blocks(blocks, memberships, sh, 0.5, 1000)
@@ -530,7 +548,8 @@ def test_share_slots_give_every_share_its_own_partition(spark, sizes):
     """Hash-partitioned on their slot, n shares fill exactly n partitions, one each."""
     from pyspark.sql import functions as F
 
-    split = spark.createDataFrame(
+    split = local_frame(
+        spark,
         [(g * 1000 - 7, p, parts) for g, parts in enumerate(sizes) for p in range(parts)],
         "group bigint, part int, parts int",
     )
@@ -551,8 +570,8 @@ def test_share_slots_give_every_share_its_own_partition(spark, sizes):
 def test_share_slots_spread_more_shares_than_partitions_round_robin(spark, shares, n):
     """With more shares than partitions (a count fixed before the shares were
     counted), every partition gets floor or ceil(shares / n) of them."""
-    split = spark.createDataFrame(
-        [(11, p, shares) for p in range(shares)], "group bigint, part int, parts int"
+    split = local_frame(
+        spark, [(11, p, shares) for p in range(shares)], "group bigint, part int, parts int"
     )
     slots = V.share_slots(split, n)
     assert slots.count() == shares
