@@ -211,7 +211,8 @@ def local_frame(
     [Row(id='a', s=[1, 2]), Row(id='b', s=None)]
     """
     struct = DataType.fromDDL(schema) if isinstance(schema, str) else schema
-    assert isinstance(struct, StructType), schema
+    if not isinstance(struct, StructType):
+        raise TypeError(f"local_frame: schema {schema!r} is not a list of columns")
     columns = list(zip(*rows, strict=True)) or [()] * len(struct.fields)
     arrays = [
         pa.array(list(values), type=to_arrow_type(field.dataType))

@@ -182,6 +182,15 @@ def _family(seed, n=60):
     return sets, covered
 
 
+def _shingle_frame(spark, ids, sets):
+    """``(id, shingles)``: each id's set, sorted, as the shingle stage writes it."""
+    return local_frame(
+        spark,
+        [(i, sorted(s)) for i, s in zip(ids, sets, strict=True)],
+        "id string, shingles array<bigint>",
+    )
+
+
 def _flat(sets):
     return (
         np.concatenate([np.array(sorted(s), dtype=np.int64) for s in sets]),
@@ -360,11 +369,7 @@ def test_blocks_and_pair_path_give_identical_pairs(
         monkeypatch.setattr(C, "LOCAL_FINISH_EDGES", 0)
     sets, _ = _family(4, n=40)
     ids = [f"d{i:03d}" for i in range(len(sets))]
-    sh = local_frame(
-        spark,
-        list(zip(ids, [sorted(s) for s in sets], strict=False)),
-        "id string, shingles array<bigint>",
-    )
+    sh = _shingle_frame(spark, ids, sets)
     packed_sh = local_frame(
         spark,
         [(i, np.array(sorted(s), dtype="<i8").tobytes()) for i, s in zip(ids, sets, strict=False)],
@@ -469,11 +474,7 @@ def test_family_above_the_bound_writes_a_spanning_forest(
     monkeypatch.setattr(V, "FOREST_PAIRS_PER_TASK", pairs_per_task)
     sets, _ = _family(6, n=40)
     ids = [f"d{i:03d}" for i in range(len(sets))]
-    sh = local_frame(
-        spark,
-        list(zip(ids, [sorted(s) for s in sets], strict=False)),
-        "id string, shingles array<bigint>",
-    )
+    sh = _shingle_frame(spark, ids, sets)
     # Two overlapping blocks (one family of 40) and a separate one of 3.
     blocks = local_frame(
         spark, [(11, ids[:30]), (7, ids[10:40]), (3, ids[40:])], "block bigint, ids array<string>"
@@ -528,11 +529,7 @@ def test_block_tasks_give_copies_the_pairs_the_joins_give(spark, monkeypatch, pa
     sigs = local_frame(spark, docs, "id string, text_hash binary")
     dups = DuplicateGroups(sigs, max_group=1000)
     assert dups.stats()["expanded_documents"] == 9
-    sh = local_frame(
-        spark,
-        list(zip(ids, [sorted(s) for s in sets], strict=False)),
-        "id string, shingles array<bigint>",
-    )
+    sh = _shingle_frame(spark, ids, sets)
     blocks = local_frame(spark, [(5, ids)], "block bigint, ids array<string>")
     memberships = V.block_memberships(blocks)
     # Each verified once: the assertions below read them four and two times.
