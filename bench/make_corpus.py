@@ -47,6 +47,7 @@ import random
 import re
 import subprocess
 import sys
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -142,8 +143,14 @@ def copy_docs(args: argparse.Namespace, base: BasePool, rng: random.Random, voca
     for g, size in enumerate(sizes):
         orig = base.pop()
         family = f"w{g:07d}"
-        docs.append({"id": f"{family}-0", "text": orig, "family": family})
-        for m in range(1, size + 1):
+        # The original takes any member number, marked by "original": a crawl's ids
+        # (URLs, record ids, content hashes) say nothing of which copy came first,
+        # and an original that always had its family's smallest id would favour
+        # every smallest-id rule (a bounded bucket's star centre, a representative).
+        first = zlib.crc32(family.encode()) % (size + 1)
+        numbers = [first] + [m for m in range(size + 1) if m != first]
+        docs.append({"id": f"{family}-{first}", "text": orig, "family": family, "original": True})
+        for m in numbers[1:]:
             if rng.random() < 0.5:
                 text = perturb_surface(orig, rng)
             else:

@@ -60,9 +60,15 @@ def corpus(args: argparse.Namespace, n: int, shape: str) -> str:
     )
 
 
-def read_texts(path: str) -> dict[str, str]:
+def read_texts(path: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Each document's text by id, and each group's original (its id) by group."""
+    texts, originals = {}, {}
     with open(path, encoding="utf-8") as fh:
-        return {d["id"]: d["text"] for d in map(json.loads, fh)}
+        for d in map(json.loads, fh):
+            texts[d["id"]] = d["text"]
+            if d.get("original"):
+                originals[group(d["id"])] = d["id"]
+    return texts, originals
 
 
 def group(doc_id: str) -> str:
@@ -90,16 +96,18 @@ class Shingles:
         return inter / (len(x) + len(y) - inter)
 
 
-def planted_copies(shingles: Shingles, threshold: float) -> set[str]:
+def planted_copies(shingles: Shingles, originals: dict[str, str], threshold: float) -> set[str]:
     """Ids of the copies whose exact Jaccard with their group's original is >= threshold."""
     return {
         i
         for i in shingles.texts
-        if "-" in i and not i.endswith("-0") and shingles.jaccard(i, f"{group(i)}-0") >= threshold
+        if group(i) in originals
+        and i != originals[group(i)]
+        and shingles.jaccard(i, originals[group(i)]) >= threshold
     }
 
 
-def quality(run: str, texts: dict[str, str], threshold: float) -> dict:
+def quality(run: str, texts: dict[str, str], originals: dict[str, str], threshold: float) -> dict:
     """Recall of the planted copies, and the checks that make every removal right.
 
     The source texts repeat passages (PAN13 is a text-reuse corpus), so documents of
@@ -108,7 +116,7 @@ def quality(run: str, texts: dict[str, str], threshold: float) -> dict:
     exact Jaccard (reference shingling) is below the threshold: ``false_edges``.
     """
     shingles = Shingles(texts)
-    planted = planted_copies(shingles, threshold)
+    planted = planted_copies(shingles, originals, threshold)
     clusters = ds.dataset(os.path.join(run, "clusters"), format="parquet").to_table(
         columns=["id", "cluster_id", "keep"]
     )
@@ -174,7 +182,7 @@ def run_one(args: argparse.Namespace, n: int, shape: str) -> dict:
         "peak_tree_mib": m["peak_mem_mib"],
         "peak_jvm_mib": m["peak_jvm_mib"],
         "peak_python_process_mib": m["peak_python_process_mib"],
-        **quality(out, read_texts(path), args.threshold),
+        **quality(out, *read_texts(path), args.threshold),
     }
     print(json.dumps(row), flush=True)
     return row
