@@ -238,8 +238,8 @@ def bucket_summary(buckets: DataFrame, max_bucket_size: int, top: int = 10) -> d
     return {
         "shared_buckets": int(row["shared_buckets"] or 0),
         "bounded_buckets": int(row["bounded_buckets"] or 0),
-        "bounding": "star edges to the smallest id (or key) in buckets above "
-        f"{max_bucket_size} members, split into rows of at most {max_bucket_size} ids",
+        "bounding": f"star edges to the smallest id in buckets above {max_bucket_size} members, "
+        f"split into rows of at most {max_bucket_size} ids",
         "max_bucket_size_seen": int(row["max_bucket_size_seen"] or 0),
         "pairs_generated_before_distinct": int(row["pairs_generated"] or 0),
         "pairs_avoided_by_bounding": int(row["pairs_avoided"] or 0),

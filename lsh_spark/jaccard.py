@@ -789,8 +789,8 @@ def block_tasks(groups: DataFrame) -> DataFrame:
 def block_work(groups: DataFrame | None, top: int = 10) -> dict[str, Any]:
     """How block verification is shared out: groups, tasks, split groups and their
     tasks, the largest group, and the families bounded to a spanning forest
-    (how many, their members, the ``top`` largest as ``{member, size}``,
-    ``member`` the family's smallest id, or key (:mod:`lsh_spark.stages.ids`)); one
+    (how many, their members, the ``top`` largest as ``{smallest_id, size}``,
+    the smallest id being the family's cluster id when it is one cluster); one
     small aggregation over :func:`block_tasks` (:func:`block_work_frame`, which
     a caller may fold into a query of its own and read with
     :func:`block_work_of`), all zero without ``groups``."""
@@ -848,7 +848,7 @@ def block_work_of(row: Any, top: int = 10) -> dict[str, Any]:
         "forest_families": len(bounded),
         "forest_family_documents": sum(int(b["size"]) for b in bounded),
         "largest_forest_families": [
-            {"member": b["family"], "size": int(b["size"])} for b in bounded[::-1][:top]
+            {"smallest_id": b["family"], "size": int(b["size"])} for b in bounded[::-1][:top]
         ],
     }
 

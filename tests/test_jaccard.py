@@ -508,7 +508,7 @@ def test_family_above_the_bound_writes_a_spanning_forest(
     assert reference_components(ids, list(got)) == reference_components(ids, list(full))
     work = V.block_work(groups)
     assert work["forest_families"] == 1 and work["forest_family_documents"] == 40
-    assert work["largest_forest_families"] == [{"member": "d000", "size": 40}]
+    assert work["largest_forest_families"] == [{"smallest_id": "d000", "size": 40}]
 
 
 @pytest.mark.heavy

@@ -20,7 +20,6 @@ from lsh_spark.config import DedupConfig
 from lsh_spark.session import in_background
 from lsh_spark.simhash import block_bounds, explode_tables
 from lsh_spark.stages.common import Output, Timer, job_tag, observed, tagged
-from lsh_spark.stages.ids import id_pairs, keyed, keys_unique, name_keys, string_ids
 
 # Points of the p-stable S-curve in the report: distances 0 .. 3 x max_distance.
 DISTANCE_CURVE_POINTS = 20
@@ -37,31 +36,14 @@ def stage_candidates(
     """
     timer = Timer(spark)
     sigs = out.read("signatures")
+    with timer("candidates"):
+        rows, bands = _band_rows(sigs, cfg)
+        members = bucket_members(rows, cfg.max_bucket_size)
+        with cached(members, StorageLevel.MEMORY_AND_DISK_DESER) as buckets:
+            n_cands, blk, summary = _write_candidates(spark, out, cfg, buckets)
     if documents is None:
         with tagged(spark, "candidates"):
             documents = sigs.count()
-    # String ids travel as 64-bit keys (lsh_spark.stages.ids), checked for
-    # collisions beside the stage's own jobs; on a collision the stage runs again
-    # on the ids themselves.
-    compact = string_ids(sigs)
-    unique = (
-        in_background(
-            spark, "lsh-spark-key-check", job_tag("candidates"), lambda: keys_unique(sigs)
-        )
-        if compact
-        else None
-    )
-    with timer("candidates"):
-        try:
-            n_cands, blk, summary = _candidates(spark, out, cfg, sigs, documents, compact)
-        finally:
-            # Waited for even when a write failed: no job is left running behind the error.
-            collided = unique is not None and not unique.result()
-        if collided:
-            compact = False
-            for name in ("candidates", "blocks"):
-                out.fs.delete(out.path(name))
-            n_cands, blk, summary = _candidates(spark, out, cfg, sigs, documents, compact)
     summary.update(
         {
             "block_min_size": cfg.block_min_size,
@@ -72,65 +54,37 @@ def stage_candidates(
     )
     return {
         "banding": banding_section(cfg),
-        "buckets": dict(summary, internal_ids="64-bit keys" if compact else "the ids"),
+        "buckets": summary,
         # Candidate pairs: pair rows plus every pair inside a block (a pair in
         # several blocks counted once per block).  A family written as a
         # spanning forest computes fewer of them (see block_forest).
         "counts": {
-            "band_rows": documents * _bands(cfg),
+            "band_rows": documents * bands,
             "candidate_pairs": n_cands + int(blk["pairs"] or 0),
         },
         "seconds": timer.seconds,
     }
 
 
-def _bands(cfg: DedupConfig) -> int:
-    """The number of band rows of each signature."""
+def _band_rows(sigs: DataFrame, cfg: DedupConfig) -> tuple[DataFrame, int]:
+    """``(id, band, bucket, text_hash)`` rows of every signature, and the number of bands."""
     if cfg.method == "simhash":
-        return math.comb(cfg.simhash.blocks, cfg.simhash.max_hamming)
-    return cfg.band_params()[0]
-
-
-def _band_rows(sigs: DataFrame, cfg: DedupConfig) -> DataFrame:
-    """``(id, band, bucket, text_hash)`` rows of every signature."""
-    if cfg.method == "simhash":
-        return explode_tables(sigs, cfg.simhash.max_hamming, cfg.simhash.blocks, "text_hash")
+        rows = explode_tables(sigs, cfg.simhash.max_hamming, cfg.simhash.blocks, "text_hash")
+        return rows, math.comb(cfg.simhash.blocks, cfg.simhash.max_hamming)
     b, r = cfg.band_params()
-    return explode_bands(sigs, b, r, "text_hash")
-
-
-def _candidates(
-    spark: SparkSession,
-    out: Output,
-    cfg: DedupConfig,
-    sigs: DataFrame,
-    documents: int,
-    compact: bool,
-) -> tuple[int, dict[str, Any], dict[str, Any]]:
-    """Write ``candidates/`` and ``blocks/`` from ``sigs`` (of ``documents`` rows),
-    by the ids' keys when ``compact``; return the number of candidate pairs, the
-    blocks' counts and the buckets' summary."""
-    rows = _band_rows(keyed(sigs) if compact else sigs, cfg)
-    members = bucket_members(rows, cfg.max_bucket_size)
-    with cached(members, StorageLevel.MEMORY_AND_DISK_DESER) as buckets:
-        ids = (sigs, documents) if compact else None
-        return _write_candidates(spark, out, cfg, buckets, ids)
+    return explode_bands(sigs, b, r, "text_hash"), b
 
 
 def _write_candidates(
-    spark: SparkSession,
-    out: Output,
-    cfg: DedupConfig,
-    buckets: DataFrame,
-    ids: tuple[DataFrame, int] | None,
+    spark: SparkSession, out: Output, cfg: DedupConfig, buckets: DataFrame
 ) -> tuple[int, dict[str, Any], dict[str, Any]]:
     """Write ``candidates/`` and ``blocks/`` from the cached ``buckets``; return the
-    number of candidate pairs, the blocks' counts and the buckets' summary.
-    ``ids``: the documents and their number when ``buckets`` holds keys."""
+    number of candidate pairs, the blocks' counts and the buckets' summary."""
     # Block verification is a Jaccard matrix product: MinHash only.
     block_min = cfg.block_min_size if cfg.method == "minhash" else None
-    pairs = candidate_pairs(buckets, cfg.max_bucket_size, block_min)
-    pairs, seen_pairs = observed(id_pairs(pairs, *ids) if ids else pairs, pairs=F.count(F.lit(1)))
+    pairs, seen_pairs = observed(
+        candidate_pairs(buckets, cfg.max_bucket_size, block_min), pairs=F.count(F.lit(1))
+    )
     out.write(pairs, "candidates")
     size = F.col("size").cast("long")
     blocks, seen_blocks = observed(
@@ -151,8 +105,6 @@ def _write_candidates(
         out.write(blocks, "blocks")
     finally:
         summary = summarized.result()
-    if ids:
-        name_keys(summary["largest_bounded_buckets"], "star_center", ids[0])
     return seen_pairs.result(out, "candidates")["pairs"], seen_blocks.result(out, "blocks"), summary
 
 

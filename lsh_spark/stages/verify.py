@@ -32,7 +32,6 @@ from lsh_spark.report import (
     similarity_bin_of,
 )
 from lsh_spark.stages.common import Output, Timer, accepted_shingles, checkpoint_dir, observed
-from lsh_spark.stages.ids import id_pairs, keyed, keyed_pairs, name_keys, string_ids
 from lsh_spark.stages.measure import stage_verify_measure
 from lsh_spark.stages.verify_plan import (
     BROADCAST_ID_ROWS,
@@ -55,7 +54,6 @@ class _Tables:
     pair_ids: DataFrame  # the ids of those pairs, cached
     dups: DuplicateGroups  # groups of identical texts, cached
     checkpoints: str  # where connected components of the block graph save rounds
-    ids: DataFrame | None  # with keys for ids (lsh_spark.stages.ids): signatures/ as read
     groups: DataFrame | None = None  # block groups, cached once planned
 
 
@@ -92,13 +90,8 @@ def stage_verify(
             t.groups = _cached_groups(t, cfg, block_members, stack)
         plan, sizes = _plan(t, block_members, documents, shingles)
         found, block_work = _verified_pairs(spark, t, plan, sizes, cfg, stack)
-        found = found.unionByName(t.dups.pairs())
-        if t.ids is not None:
-            if documents is None:
-                documents = t.ids.count()
-            found = id_pairs(found, t.ids, documents)
         pairs, seen = observed(
-            found,
+            found.unionByName(t.dups.pairs()),
             **histogram_metrics(
                 similarity_bin(F.col("jaccard")),
                 SIMILARITY_BINS,
@@ -111,8 +104,6 @@ def stage_verify(
             after = _figures_after_write(t)
             if after is not None:
                 block_work = after
-    if t.ids is not None:
-        name_keys(block_work["largest_forest_families"], "member", t.ids)
     # The histogram bins also give the total.
     metrics = seen.result(out, "pairs")
     bins = histogram(metrics)
@@ -132,28 +123,17 @@ def stage_verify(
 
 
 def _cached_tables(out: Output, cfg: DedupConfig, stack: ExitStack) -> _Tables:
-    """Read the stage's inputs; cache, until ``stack`` closes, what is read twice.
-
-    When the candidate stage wrote ``blocks/`` by keys of string ids
-    (:mod:`lsh_spark.stages.ids`), every table is read by keys.
-    """
+    """Read the stage's inputs; cache, until ``stack`` closes, what is read twice."""
     blocks = out.read("blocks")
-    signatures = out.read("signatures")
-    candidates, shingles = out.read("candidates"), accepted_shingles(out)
-    ids = None
-    if string_ids(signatures) and not string_ids(blocks, "ids"):
-        ids = signatures
-        signatures, shingles = keyed(signatures), keyed(shingles)
-        candidates = keyed_pairs(candidates)
     memberships = stack.enter_context(cached(block_memberships(blocks)))
     # Read twice below (its ids, then the pairs themselves): computed once.
-    pairs = stack.enter_context(cached(drop_block_pairs(candidates, memberships)))
+    pairs = stack.enter_context(cached(drop_block_pairs(out.read("candidates"), memberships)))
+    signatures = out.read("signatures")
     return _Tables(
         checkpoints=checkpoint_dir(out, cfg),
-        ids=ids,
         blocks=blocks,
         signatures=signatures,
-        shingles=shingles,
+        shingles=accepted_shingles(out),
         memberships=memberships,
         pairs=pairs,
         pair_ids=stack.enter_context(cached(candidate_ids(pairs))),
