@@ -24,8 +24,10 @@ documents are copies, in groups whose numbers of copies follow a power law
 drawn once); half of the copies are exact up to case, white space and
 punctuation, half are near copies (word edit rates of 0.5-2%).  ``--shape flat``
 plants the same number of copies of the same two kinds, one copy per original.
-Both fill the rest with singletons; ids are ``w<group>-<member>`` (member 0 is
-the original) and ``s<n>``, so a document's group is its id before the dash.
+Both fill the rest with singletons; ids are ``w<group>-<member>`` and ``s<n>``,
+so a document's group is its id before the dash.  The original takes a member
+number chosen by a hash of its group (not always 0, so it is not always its
+group's smallest id) and carries ``"original": true``.
 
 When the source's own chunks run out (PAN13's 1,949 sources give about 28,000),
 further base documents are *mosaics*: 50-200 words made of random 8-25-word
