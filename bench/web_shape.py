@@ -68,6 +68,11 @@ def read_texts(path: str) -> tuple[dict[str, str], dict[str, str]]:
             texts[d["id"]] = d["text"]
             if d.get("original"):
                 originals[group(d["id"])] = d["id"]
+    if not originals:
+        raise SystemExit(
+            f'{path}: no document is marked "original"; it was built by an earlier '
+            "bench/make_corpus.py: delete its folder to build it again"
+        )
     return texts, originals
 
 
