@@ -87,7 +87,7 @@ def main() -> None:
         pairs.select(F.col("id_a").alias("id"), F.col("id_b").alias("other"))
         .union(pairs.select("id_b", "id_a"))
         .groupBy("id")
-        .agg(F.least(F.min("other"), F.first("id")).alias("anchor"))
+        .agg(F.least(F.min("other"), F.col("id")).alias("anchor"))
     )
     anchored = (
         pairs.join(anchor.withColumnRenamed("id", "id_a").withColumnRenamed("anchor", "x"), "id_a")
