@@ -71,7 +71,7 @@ def collect_sample(
             .filter(F.col("x").isNotNull() & (F.size("x") > 0))
         )
     else:
-        prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
+        prepared = prepare(raw, cfg.text_col, cfg.max_text_chars, cfg.token_mode)
         tf = cfg.method == "simhash" and cfg.simhash.simhash_weight == "tf"
         feats = add_shingles(
             prepared.filter(F.col("reason").isNull()).select("norm"),

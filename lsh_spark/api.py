@@ -197,10 +197,12 @@ def shingles(
     k: int | None = None,
     seed: int = 1,
     out: str = "shingles",
+    tokens: str | None = None,
 ) -> DataFrame:
     """``df`` with ``out``: the sorted distinct 64-bit hashes of the ``k``-word
     (or ``k``-character) shingles of the normalized ``text_col``; null where
-    the text has no letter or digit.
+    the text has no letter or digit.  ``tokens``: ``script`` (the default) or
+    ``space`` (lsh-spark 0.2.0's words), as ``--tokens``.
 
     >>> spark = getfixture("spark")
     >>> df = spark.createDataFrame([("a", "One two, THREE four")], "id string, text string")
@@ -211,8 +213,8 @@ def shingles(
     from lsh_spark.normalize import TEXT_CHAR, normalize_col
     from lsh_spark.shingle import add_shingles
 
-    cfg = _config("shingles", DedupConfig, shingle=kind, k=k, seed=seed)
-    norm = normalize_col(F.make_valid_utf8(F.col(text_col).cast("string")))
+    cfg = _config("shingles", DedupConfig, shingle=kind, k=k, seed=seed, tokens=tokens)
+    norm = normalize_col(F.make_valid_utf8(F.col(text_col).cast("string")), cfg.token_mode)
     with_norm = df.withColumn("_norm", norm)
     with_norm = with_norm.withColumn(
         "_norm", F.when(F.col("_norm").rlike(TEXT_CHAR), F.col("_norm"))

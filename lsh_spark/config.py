@@ -43,6 +43,11 @@ from lsh_spark.errors import LshSparkError
 FORMATS = ("jsonl", "parquet", "csv", "text", "warc")
 TEXT_UNITS = ("line", "file")
 SHINGLE_KINDS = ("word", "char")
+# How normalized text is cut into tokens (lsh_spark.normalize): "script" sets every
+# character of a script written without spaces apart, "space" is lsh-spark 0.2.0's.
+TOKEN_MODES = ("script", "space")
+# What an output or crawl index that records no tokens was cut with: lsh-spark 0.2.0.
+LEGACY_TOKENS = "space"
 KEEP_POLICIES = ("min-id", "longest")
 PAIRS_MODES = ("edges", "all")
 METHODS = ("minhash", "simhash", "hyperplane", "pstable")
@@ -544,6 +549,16 @@ class DedupConfig:
         "shingle kind: 'word' k-grams or 'char' k-grams (short texts, scripts without spaces)",
         choices=SHINGLE_KINDS,
     )
+    tokens: str | None = option(
+        None,
+        "word tokens: 'script' (every character of Han, Hiragana, Katakana, Thai, Lao, "
+        "Khmer, Myanmar and Tibetan is a token of its own; other words are runs of letters, "
+        "digits and marks) or 'space' (lsh-spark 0.2.0: a run between separators is one "
+        "token, a whole clause in those scripts); character shingles always read the text "
+        "as 'space' does",
+        choices=TOKEN_MODES,
+        default_text="script; a crawl batch continues its index with the index's own",
+    )
     k: int | None = option(
         None,
         "shingle length in words or characters",
@@ -662,6 +677,11 @@ class DedupConfig:
             raise ConfigError(
                 f"--id-col: got {self.id_col!r}; allowed: a column other than --text-col"
             )
+        if self.shingle == "char" and self.tokens not in (None, LEGACY_TOKENS):
+            raise ConfigError(
+                f"--tokens: got {self.tokens!r} with --shingle char; allowed: "
+                f"{LEGACY_TOKENS} or unset (character k-grams read the text unsplit)"
+            )
         if self.method == "pstable" and self.vectors.max_distance is None:
             raise ConfigError(
                 "--max-distance: required with --method pstable; allowed: a "
@@ -718,6 +738,14 @@ class DedupConfig:
         """The shingle length actually used (``k`` or the kind's default)."""
         return self.k if self.k is not None else DEFAULT_K[self.shingle]
 
+    @property
+    def token_mode(self) -> str:
+        """How this run cuts normalized text into tokens (:data:`TOKEN_MODES`):
+        ``--tokens``, ``script`` when unset; ``space`` for character shingles."""
+        if self.shingle == "char":
+            return LEGACY_TOKENS
+        return self.tokens if self.tokens is not None else "script"
+
     def band_params(self) -> tuple[int, int]:
         """``(b, r)``: the user's choice, or the recall-biased default."""
         return self._band_params
@@ -730,6 +758,7 @@ class DedupConfig:
         """Plain parameters with the values actually used, as written into ``report.json``."""
         out = self.flat()
         out["k"] = self.shingle_k
+        out["tokens"] = self.token_mode
         out["bands"], out["rows"] = self.band_params()
         if self.method == "simhash":
             out["simhash_blocks"] = self.simhash.blocks
@@ -750,6 +779,12 @@ class DedupConfig:
         Unknown keys are an error naming the key and the allowed keys.
         """
         return cls(**normalize_keys(values, cls.keys(), source))
+
+
+def recorded_tokens(params: Mapping[str, Any]) -> str:
+    """The tokens an output's or index's recorded parameters were cut with
+    (:data:`LEGACY_TOKENS` where they name none: written by lsh-spark 0.2.0)."""
+    return params.get("tokens") or LEGACY_TOKENS
 
 
 def load_yaml(path: str) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from lsh_spark.index import (
     CrawlIndex,
     IndexConflict,
     Manifest,
+    continued_config,
     describe,
     doc_key,
     index_params,
@@ -323,6 +324,7 @@ def _run_once(
     index = CrawlIndex(spark, index_root)
     parent = index.current()
     if parent is not None:
+        cfg = continued_config(parent, cfg)
         index.check_params(parent, cfg)
     if parent is not None and parent.batch(batch_id) is not None:
         return already_applied(spark, output, parent, batch_id)

@@ -121,7 +121,9 @@ def _prepare_input(run: _Run, path: str | DataFrame) -> dict[str, Any]:
     """``_input/``: every input record's ``id``, ``norm`` and reject ``reason``."""
     raw, facts = read_corpus(run.spark, path, run.cfg)
     check_unique_ids(raw)
-    run.out.write(prepare(raw, run.cfg.text_col, run.cfg.max_text_chars), "_input")
+    run.out.write(
+        prepare(raw, run.cfg.text_col, run.cfg.max_text_chars, run.cfg.token_mode), "_input"
+    )
     return facts
 
 
@@ -153,7 +155,7 @@ def _prepare_references(
                 f"--reference {name}: {exc} (the references' columns and format are "
                 "--reference-id-col, --reference-text-col, --reference-format)"
             ) from None
-        prepared = prepare(raw, ref_cfg.text_col, ref_cfg.max_text_chars)
+        prepared = prepare(raw, ref_cfg.text_col, ref_cfg.max_text_chars, ref_cfg.token_mode)
         parts.append(
             prepared.select(
                 F.lit(name).alias("reference_source"),

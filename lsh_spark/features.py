@@ -43,12 +43,12 @@ from lsh_spark.shingle import pack_shingles, packed_slices, text_hash_arrow, wor
 from lsh_spark.signature import permutation_params, signature_arrays
 
 
-def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.RecordBatch:
+def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b, tokens: str) -> pa.RecordBatch:
     text = batch.column("text")
     # The control-character check, left out of the JVM checks (see checked_texts).
     # Both it and normalize_array read malformed UTF-8 as U+FFFD (valid_utf8).
     reason = pc.coalesce(batch.column("reason"), binary_reasons(text))
-    norm = normalize_array(keep_where(pc.is_null(reason), text))
+    norm = normalize_array(keep_where(pc.is_null(reason), text), tokens)
     # No letter or digit left: rejected with a reason, like the Spark path.
     empty = pc.invert(pc.match_substring_regex(norm, TEXT_CHAR))
     reason = pc.coalesce(
@@ -75,7 +75,12 @@ def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b) -> pa.Record
 
 
 def word_minhash_features(
-    checked: DataFrame, k: int, seed: int, num_perm: int, packed: bool = False
+    checked: DataFrame,
+    k: int,
+    seed: int,
+    num_perm: int,
+    packed: bool = False,
+    tokens: str = "script",
 ) -> DataFrame:
     """``(id, text_len, text, reason)`` from :func:`lsh_spark.normalize.checked_texts`
     (``text_len`` may be null where ``text`` is not: it is counted here)
@@ -90,7 +95,8 @@ def word_minhash_features(
     with no letter or digit after normalization gets ``no_text_content``) and
     nulls.  ``packed``: ``shingles`` as ``binary``, each set's hashes packed
     by :func:`lsh_spark.shingle.pack_shingles` (what the verification kernels
-    read fastest), instead of ``array<bigint>``.
+    read fastest), instead of ``array<bigint>``.  ``tokens``: how the normalized
+    text is cut into words (:func:`lsh_spark.normalize.normalize_array`).
     """
     a, b = permutation_params(num_perm, seed)
     id_field = checked.schema["id"]
@@ -110,7 +116,7 @@ def word_minhash_features(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            out = _features_batch(batch, k, seed, a, b)
+            out = _features_batch(batch, k, seed, a, b, tokens)
             if not packed:
                 yield out
                 continue

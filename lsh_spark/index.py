@@ -61,7 +61,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.config import RETENTION_HOURS, ConfigError, DedupConfig
+from lsh_spark.config import RETENTION_HOURS, ConfigError, DedupConfig, recorded_tokens
 from lsh_spark.errors import LshSparkError
 from lsh_spark.faults import maybe_die
 from lsh_spark.io import FileSystem
@@ -72,7 +72,18 @@ log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 # Parameters that must match between an index and every batch added to it:
 # they decide the shingle sets, the signatures and the band keys.
-INDEX_PARAMS = ("threshold", "num_perm", "bands", "rows", "shingle", "k", "seed", "max_text_chars")
+# An index of lsh-spark 0.2.0 records no "tokens": its words were cut as "space".
+INDEX_PARAMS = (
+    "threshold",
+    "num_perm",
+    "bands",
+    "rows",
+    "shingle",
+    "tokens",
+    "k",
+    "seed",
+    "max_text_chars",
+)
 # Segment layout 2: tables range partitioned on their key (LAYOUT in the
 # manifest's segment entries; segments without it are read whole).
 LAYOUT = 2
@@ -136,6 +147,18 @@ def doc_key(id_col) -> Any:
 def index_params(cfg: DedupConfig) -> dict[str, Any]:
     d = cfg.to_dict()
     return {k: d[k] for k in INDEX_PARAMS}
+
+
+def continued_config(manifest: Manifest, cfg: DedupConfig) -> DedupConfig:
+    """``cfg`` for a batch added to the index of ``manifest``: unless ``--tokens``
+    is given, the index's own tokens (an index of lsh-spark 0.2.0 goes on with
+    its ``space`` words, so its documents and the batch's are shingled alike);
+    a ``--tokens`` that differs is refused by :meth:`CrawlIndex.check_params`."""
+    theirs = recorded_tokens(manifest.params)
+    if cfg.tokens is not None or cfg.shingle != "word" or theirs == cfg.token_mode:
+        return cfg
+    log.info("the index records --tokens %s; this batch is shingled the same way", theirs)
+    return DedupConfig(**{**cfg.flat(), "tokens": theirs})
 
 
 @dataclass
@@ -250,13 +273,18 @@ class CrawlIndex:
     def check_params(self, manifest: Manifest, cfg: DedupConfig) -> None:
         """Raise naming the first parameter where ``cfg`` differs from the index."""
         mine = index_params(cfg)
+        theirs = {**manifest.params, "tokens": recorded_tokens(manifest.params)}
         for key in INDEX_PARAMS:
-            if manifest.params.get(key) != mine[key]:
+            if theirs.get(key) != mine[key]:
+                hint = (
+                    "leave --tokens out to continue it with its own, or start a new index"
+                    if key == "tokens"
+                    else "an index holds one set of shingle, MinHash and band parameters"
+                )
                 raise IndexError(
                     f"--{key.replace('_', '-')}: got {mine[key]!r} but the index at "
-                    f"{self.root} was built with {manifest.params.get(key)!r}; allowed: "
-                    f"{manifest.params.get(key)!r} (an index holds one set of shingle, "
-                    "MinHash and band parameters)"
+                    f"{self.root} was built with {theirs.get(key)!r}; allowed: "
+                    f"{theirs.get(key)!r} ({hint})"
                 )
 
     def _read(self, manifest: Manifest, table: str) -> DataFrame | None:

@@ -21,7 +21,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from lsh_spark.config import VECTOR_METHODS, ConfigError, DedupConfig
+from lsh_spark.config import VECTOR_METHODS, ConfigError, DedupConfig, recorded_tokens
 from lsh_spark.io import FileSystem, read_corpus
 from lsh_spark.session import local_frame
 
@@ -43,7 +43,9 @@ def inspect_output(
     if not fs.exists(f"{output}/report.json") or not fs.exists(f"{output}/clusters/_SUCCESS"):
         raise ConfigError(f"OUT: {output} is not a complete dedup output (report.json, clusters/)")
     report = json.loads(fs.read_text(f"{output}/report.json"))
-    cfg = DedupConfig.from_mapping(report["parameters"], "report.json")
+    params = report["parameters"]
+    # An output of lsh-spark 0.2.0 records no tokens: its words were cut as 'space'.
+    cfg = DedupConfig.from_mapping({**params, "tokens": recorded_tokens(params)}, "report.json")
     if cfg.method in VECTOR_METHODS:
         raise ConfigError(f"OUT: a --method {cfg.method} output holds vectors, not texts")
     clusters = spark.read.parquet(f"{output}/clusters")
@@ -119,7 +121,9 @@ def _shingled(spark: SparkSession, input_path: str, cfg: DedupConfig, ids: list[
 
     raw, _ = read_corpus(spark, input_path, cfg)
     chosen = raw.filter(F.col("id").isin(ids)).select("id", F.col(cfg.text_col).alias("text"))
-    return shingles(chosen, "text", cfg.shingle, cfg.shingle_k, cfg.seed).cache()
+    return shingles(
+        chosen, "text", cfg.shingle, cfg.shingle_k, cfg.seed, tokens=cfg.token_mode
+    ).cache()
 
 
 def _jaccards(

@@ -3,6 +3,13 @@
 Normalization is Unicode NFKC, then case folding, then NFKC again (the
 composition Unicode calls NFKC_Casefold, up to ignorable characters), then every run of characters
 that are not letters, digits or combining marks collapsed to one space, trimmed.
+The tokens of the normalized text are its space-separated words.  With
+``tokens="script"`` (the default) every character of a script written without
+spaces between words (:data:`SPLIT_SCRIPTS`: Han, Hiragana, Katakana, Thai,
+Lao, Khmer, Myanmar, Tibetan), with the combining marks that follow it, is
+also set apart by spaces, so it is a token of its own: a clause of Japanese is
+as many tokens as characters, not one "word".  ``tokens="space"`` is the
+normalization of lsh-spark 0.2.0, where such a clause stays one token.
 It runs once per Arrow batch of documents: NFKC and case folding
 through Python's ``unicodedata``/``str.casefold`` (one C call per document,
 never per character or shingle), the separator regex and trimming as Arrow
@@ -13,6 +20,10 @@ Example
 -------
 >>> normalize_array(pa.array(["Straße, ＡＢＣ!!"])).to_pylist()
 ['strasse abc']
+>>> normalize_array(pa.array(["東京タワー, Tokyo"])).to_pylist()
+['東 京 タ ワ ー tokyo']
+>>> normalize_array(pa.array(["東京タワー, Tokyo"]), tokens="space").to_pylist()
+['東京タワー tokyo']
 """
 
 from __future__ import annotations
@@ -29,16 +40,29 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lsh_spark.config import TOKEN_MODES
+
 # Letters, numbers and combining marks are text; everything else separates words.
 _SEPARATORS = r"[^\p{L}\p{N}\p{M}]+"
+# Scripts written without spaces between words (Unicode script names, as RE2
+# spells them).  Hangul is not here: Korean separates words by spaces.
+SPLIT_SCRIPTS = ("Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar", "Tibetan")
+# One pass finds both a run of separators (group 1 does not take part: the run
+# becomes two spaces) and a character of those scripts with the marks that follow
+# it (group 1: the character set apart by a space on each side); the collapse of
+# repeated spaces that follows is the one the 0.2.0 normalization ran too.
+_SEPARATORS_OR_SPLIT = (
+    _SEPARATORS + "|([" + "".join(rf"\p{{{s}}}" for s in SPLIT_SCRIPTS) + r"]\p{M}*)"
+)
 # Control characters (other than tab/newline/CR/FF) and U+FFFD mark bytes that were not text.
 _BINARY_CHARS = "[\\x00-\\x08\\x0B\\x0E-\\x1F\\x7F\\uFFFD]"
 BINARY_SHARE = 0.05
 
 
-def normalize_array(arr: pa.Array) -> pa.Array:
+def normalize_array(arr: pa.Array, tokens: str = "script") -> pa.Array:
     """Normalize an Arrow string array (nulls stay null); returns ``large_string``.
 
+    ``tokens``: one of :data:`TOKEN_MODES` (see the module's docstring).
     Texts that are pure ASCII (most of an English crawl) take a byte-level
     numpy path with the same result: NFKC leaves ASCII unchanged, case folding
     is lower-casing, and the only letters and digits are ``[A-Za-z0-9]``.  The
@@ -48,17 +72,19 @@ def normalize_array(arr: pa.Array) -> pa.Array:
         arr = pa.array(arr, type=pa.large_string(), from_pandas=True)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks else pa.array([], pa.large_string())
+    if tokens not in TOKEN_MODES:
+        raise ValueError(f"tokens: got {tokens!r}; allowed: {' | '.join(TOKEN_MODES)}")
     arr = valid_utf8(arr.cast(pa.large_string()))
     ascii_rows = pc.fill_null(pc.string_is_ascii(arr), True)
     n_ascii = pc.sum(ascii_rows).as_py() or 0
     if n_ascii == len(arr):
         return _normalize_ascii(arr)
     if n_ascii == 0:
-        return _normalize_unicode(arr)
+        return _normalize_unicode(arr, tokens)
     mask = np.asarray(ascii_rows.to_numpy(zero_copy_only=False), dtype=bool)
     fast, slow = np.flatnonzero(mask), np.flatnonzero(~mask)
     merged = pa.concat_arrays(
-        [_normalize_ascii(arr.take(fast)), _normalize_unicode(arr.take(slow))]
+        [_normalize_ascii(arr.take(fast)), _normalize_unicode(arr.take(slow), tokens)]
     )
     order = np.empty(len(arr), dtype=np.int64)
     order[np.concatenate([fast, slow])] = np.arange(len(arr))
@@ -103,7 +129,7 @@ def _raw_bytes(arr: pa.Array) -> list[bytes | None]:
     ).to_pylist()
 
 
-def _normalize_unicode(arr: pa.Array) -> pa.Array:
+def _normalize_unicode(arr: pa.Array, tokens: str) -> pa.Array:
     # pyarrow's utf8_normalize does not compose (NFC of "e\u0301" stays
     # decomposed in pyarrow 21), so NFKC and full case folding use Python's
     # unicodedata, one C call per text and step (what pandas' str.normalize
@@ -114,7 +140,10 @@ def _normalize_unicode(arr: pa.Array) -> pa.Array:
         None if t is None else nfkc("NFKC", nfkc("NFKC", t).casefold()) for t in arr.to_pylist()
     ]
     out = pa.array(folded, type=pa.large_string())
-    out = pc.replace_substring_regex(out, _SEPARATORS, " ")
+    if tokens == "script":
+        out = pc.replace_substring_regex(out, _SEPARATORS_OR_SPLIT, r" \1 ")
+    else:
+        out = pc.replace_substring_regex(out, _SEPARATORS, " ")
     # A combining mark that starts a token belongs to no letter (e.g. the
     # variation selector U+FE0F left behind by an emoji): drop it.
     out = pc.replace_substring_regex(out, r"(^| )\p{M}+", r"\1")
@@ -210,7 +239,7 @@ def _normalize_ascii(arr: pa.Array) -> pa.Array:
 
 
 @functools.cache
-def _normalize_udf():
+def _normalize_udf(tokens: str):
     # Created on first use: pandas is imported only where a pandas UDF runs,
     # never by the Arrow pass of the workers.
     global pd
@@ -218,14 +247,17 @@ def _normalize_udf():
 
     @F.pandas_udf(T.StringType())
     def normalize_udf(texts: pd.Series) -> pd.Series:
-        return normalize_array(texts).to_pandas()
+        return normalize_array(texts, tokens).to_pandas()
 
     return normalize_udf
 
 
-def normalize_col(text: Column) -> Column:
-    """Column expression for the normalized text (vectorized over Arrow batches)."""
-    return _normalize_udf()(text)
+def normalize_col(text: Column, tokens: str = "script") -> Column:
+    """Column expression for the normalized text (vectorized over Arrow batches);
+    ``tokens`` as in :func:`normalize_array`."""
+    if tokens not in TOKEN_MODES:
+        raise ValueError(f"tokens: got {tokens!r}; allowed: {' | '.join(TOKEN_MODES)}")
+    return _normalize_udf(tokens)(text)
 
 
 _BINARY_REASON = "binary_content: {}% of characters are control or undecodable bytes"
@@ -435,8 +467,10 @@ def char_lengths(texts: pa.Array) -> pa.Array:
         )
 
 
-def prepare(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:
+def prepare(df: DataFrame, text_col: str, max_chars: int, tokens: str = "script") -> DataFrame:
     """``(id, text_col, [reject_reason]) -> (id, text_len, norm, reason)``, one row per record.
+
+    ``tokens``: how ``norm`` is cut into tokens (:func:`normalize_array`).
 
     ``reason`` is null for an accepted document, whose ``norm`` (normalized text)
     holds at least one letter or digit; otherwise ``reason`` says why the record is
@@ -449,7 +483,10 @@ def prepare(df: DataFrame, text_col: str, max_chars: int) -> DataFrame:
     # Malformed UTF-8 (a Latin-1 line from the text reader) becomes U+FFFD, as
     # the JVM's checks saw it, before PySpark converts the batch to pandas.
     normed = staged.select(
-        "id", "text_len", normalize_col(F.make_valid_utf8(F.col("text"))).alias("norm"), "reason"
+        "id",
+        "text_len",
+        normalize_col(F.make_valid_utf8(F.col("text")), tokens).alias("norm"),
+        "reason",
     )
     no_text = F.when(~F.col("norm").rlike(TEXT_CHAR), F.lit(NO_TEXT))
     return normed.select("id", "text_len", "norm", F.coalesce("reason", no_text).alias("reason"))

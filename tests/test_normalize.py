@@ -59,7 +59,7 @@ def test_ascii_path_equals_the_unicode_path():
     assert normalize_array(arr).to_pylist() == want  # mixed batch
     assert normalize_array(arr.slice(5, 400)).to_pylist() == want[5:405]
     plain = pa.array([t for t in texts if t is None or t.isascii()])
-    assert normalize_array(plain).to_pylist() == _normalize_unicode(plain).to_pylist()
+    assert normalize_array(plain).to_pylist() == _normalize_unicode(plain, "script").to_pylist()
     assert normalize_array(pa.array(["", None, ""])).to_pylist() == ["", None, ""]
 
 
@@ -232,8 +232,8 @@ def test_features_of_a_sliced_batch_equal_those_of_a_copy():
     part = whole.slice(4, 9)
     copy = pa.RecordBatch.from_pylist(part.to_pylist(), schema=part.schema)
     assert (
-        _features_batch(part, 3, 3, a, b).to_pylist()
-        == _features_batch(copy, 3, 3, a, b).to_pylist()
+        _features_batch(part, 3, 3, a, b, "script").to_pylist()
+        == _features_batch(copy, 3, 3, a, b, "script").to_pylist()
     )
 
 

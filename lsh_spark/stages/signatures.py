@@ -92,8 +92,10 @@ def _features(raw: DataFrame, cfg: DedupConfig, packed: bool) -> DataFrame:
     MinHash on word shingles also its ``signature`` (one fused Python pass)."""
     if cfg.method == "minhash" and cfg.shingle == "word":
         texts = checked_texts(raw, cfg.text_col, cfg.max_text_chars, binary=False, passed_len=False)
-        return word_minhash_features(texts, cfg.shingle_k, cfg.seed, cfg.num_perm, packed=packed)
-    prepared = prepare(raw, cfg.text_col, cfg.max_text_chars)
+        return word_minhash_features(
+            texts, cfg.shingle_k, cfg.seed, cfg.num_perm, packed=packed, tokens=cfg.token_mode
+        )
+    prepared = prepare(raw, cfg.text_col, cfg.max_text_chars, cfg.token_mode)
     ok = F.col("reason").isNull()
     tf = cfg.method == "simhash" and cfg.simhash.simhash_weight == "tf"
     return add_shingles(
