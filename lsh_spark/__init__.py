@@ -5,7 +5,7 @@ on DataFrames, and the building blocks :func:`shingles`, :func:`minhash`,
 :func:`band_keys` and :func:`connected_components` for ``df.transform``.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # After the version: the modules read it.
 from lsh_spark import api  # noqa: E402
