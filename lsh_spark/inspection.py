@@ -33,6 +33,13 @@ SHOWN_CHARS = 20_000  # of a document read back to the driver, at most
 CLUSTER_TEXT_CHARS = 400  # of a large cluster's kept document
 
 
+def recorded_config(report: dict[str, Any]) -> DedupConfig:
+    """The config a dedup output was written with, from its ``report.json``; the
+    words as it cut them (an output of lsh-spark 0.2.0 records no tokens: ``space``)."""
+    params = report["parameters"]
+    return DedupConfig.from_mapping({**params, "tokens": recorded_tokens(params)}, "report.json")
+
+
 def inspect_output(
     spark: SparkSession, output: str, input_path: str, html_path: str | None = None
 ) -> dict[str, Any]:
@@ -43,9 +50,7 @@ def inspect_output(
     if not fs.exists(f"{output}/report.json") or not fs.exists(f"{output}/clusters/_SUCCESS"):
         raise ConfigError(f"OUT: {output} is not a complete dedup output (report.json, clusters/)")
     report = json.loads(fs.read_text(f"{output}/report.json"))
-    params = report["parameters"]
-    # An output of lsh-spark 0.2.0 records no tokens: its words were cut as 'space'.
-    cfg = DedupConfig.from_mapping({**params, "tokens": recorded_tokens(params)}, "report.json")
+    cfg = recorded_config(report)
     if cfg.method in VECTOR_METHODS:
         raise ConfigError(f"OUT: a --method {cfg.method} output holds vectors, not texts")
     clusters = spark.read.parquet(f"{output}/clusters")

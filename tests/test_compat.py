@@ -153,6 +153,22 @@ def test_a_new_index_records_its_tokens():
 
 
 @pytest.mark.heavy
+def test_a_0_2_0_output_is_inspected_with_its_own_words(spark, tmp_path):
+    from lsh_spark.inspection import inspect_output, recorded_config
+
+    report = json.loads((V020 / "dedup" / "report.json").read_text())
+    assert recorded_config(report).token_mode == "space"
+    assert recorded_config({"parameters": DedupConfig().to_dict()}).token_mode == "script"
+    out = tmp_path / "dedup"
+    shutil.copytree(V020 / "dedup", out)
+    shown = inspect_output(spark, str(out), str(V020 / "corpus.jsonl"))
+    # en-2, en-3, ja-3 and ru-2 were removed; each is shown beside its kept document.
+    assert shown["removed_shown"] == 4
+    page = Path(shown["html"]).read_text(encoding="utf-8")
+    assert "0.836" in page and "0.875" in page
+
+
+@pytest.mark.heavy
 def test_space_tokens_give_the_decontamination_matches_of_0_2_0(spark, tmp_path):
     out = tmp_path / "decontam"
     argv = [
