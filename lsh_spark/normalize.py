@@ -12,9 +12,10 @@ as many tokens as characters, not one "word".  ``tokens="space"`` is the
 normalization of lsh-spark 0.2.0, where such a clause stays one token.
 It runs once per Arrow batch of documents: NFKC and case folding
 through Python's ``unicodedata``/``str.casefold`` (one C call per document,
-never per character or shingle), the separator regex and trimming as Arrow
-compute kernels (RE2) over the whole batch.  Pure-ASCII texts skip all of that
-for one byte-table pass in numpy with the same result.
+never per character or shingle), the separator regex, the setting apart of
+those scripts' characters and trimming as Arrow compute kernels (RE2) over the
+whole batch.  Pure-ASCII texts skip all of that for one byte-table pass in numpy
+with the same result (no ASCII character belongs to those scripts).
 
 Example
 -------
@@ -47,13 +48,13 @@ _SEPARATORS = r"[^\p{L}\p{N}\p{M}]+"
 # Scripts written without spaces between words (Unicode script names, as RE2
 # spells them).  Hangul is not here: Korean separates words by spaces.
 SPLIT_SCRIPTS = ("Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar", "Tibetan")
-# One pass finds both a run of separators (group 1 does not take part: the run
-# becomes two spaces) and a character of those scripts with the marks that follow
-# it (group 1: the character set apart by a space on each side); the collapse of
-# repeated spaces that follows is the one the 0.2.0 normalization ran too.
-_SEPARATORS_OR_SPLIT = (
-    _SEPARATORS + "|([" + "".join(rf"\p{{{s}}}" for s in SPLIT_SCRIPTS) + r"]\p{M}*)"
-)
+# A character of those scripts with the combining marks that follow it: set apart
+# by a space on each side (the whole match, \0, put back between two spaces).  It
+# runs after the separator pass, on the non-ASCII texts only; in a text of other
+# scripts it finds nothing, and RE2 scans such a text in one DFA pass, so it costs
+# about 1 ms per MB there (docs/performance.md: one alternation of both patterns
+# cost 3-5 times as much on every non-ASCII text, so it was measured and dropped).
+_SPLIT_CHAR = "[" + "".join(rf"\p{{{s}}}" for s in SPLIT_SCRIPTS) + r"]\p{M}*"
 # Control characters (other than tab/newline/CR/FF) and U+FFFD mark bytes that were not text.
 _BINARY_CHARS = "[\\x00-\\x08\\x0B\\x0E-\\x1F\\x7F\\uFFFD]"
 BINARY_SHARE = 0.05
@@ -140,10 +141,9 @@ def _normalize_unicode(arr: pa.Array, tokens: str) -> pa.Array:
         None if t is None else nfkc("NFKC", nfkc("NFKC", t).casefold()) for t in arr.to_pylist()
     ]
     out = pa.array(folded, type=pa.large_string())
+    out = pc.replace_substring_regex(out, _SEPARATORS, " ")
     if tokens == "script":
-        out = pc.replace_substring_regex(out, _SEPARATORS_OR_SPLIT, r" \1 ")
-    else:
-        out = pc.replace_substring_regex(out, _SEPARATORS, " ")
+        out = pc.replace_substring_regex(out, _SPLIT_CHAR, r" \0 ")
     # A combining mark that starts a token belongs to no letter (e.g. the
     # variation selector U+FE0F left behind by an emoji): drop it.
     out = pc.replace_substring_regex(out, r"(^| )\p{M}+", r"\1")
