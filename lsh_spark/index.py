@@ -427,16 +427,54 @@ class CrawlIndex:
         """
         maybe_die("index:before_manifest")
         text = new.to_json(parent.version if parent else None)
-        if not self.fs.create_exclusive(self._manifest_path(new.version), text.encode()):
-            raise IndexConflict(
-                f"--index: version {new.version} of {self.root} was committed by another "
-                f"run (a batch or a compaction) after this one read version "
-                f"{parent.version if parent else 0}; nothing was committed"
+        path = self._manifest_path(new.version)
+        if self.fs.create_exclusive(path, text.encode()):
+            return
+        # Refused.  An object-store client retries a PUT whose answer was lost, and
+        # the retry is refused by the object the first attempt created: this run's
+        # own.  What won is read, never guessed from the refusal.
+        if self._holds(path, text):
+            log.warning(
+                "%s: the create was refused, but the manifest there is this run's own "
+                "(an earlier attempt of the same request succeeded): committed",
+                path,
             )
+            return
+        raise IndexConflict(
+            f"--index: version {new.version} of {self.root} was committed by another "
+            f"run (a batch or a compaction) after this one read version "
+            f"{parent.version if parent else 0}; nothing was committed"
+        )
+
+    def _holds(self, path: str, text: str) -> bool:
+        """Whether the manifest at ``path`` is ``text`` (unreadable: it is not)."""
+        try:
+            return json.loads(self.fs.read_text(path)) == json.loads(text)
+        except (OSError, ValueError):
+            return False
+
+    def named_segments(self) -> set[str]:
+        """The segments that any readable manifest of the index names."""
+        named: set[str] = set()
+        for version in self.versions():
+            try:
+                named.update(s["name"] for s in self.load(version).segments)
+            except (IndexError, OSError):  # damaged or gone: it names nothing readable
+                continue
+        return named
 
     def discard(self, names: list[str]) -> None:
-        """Delete segments of this run that no manifest names."""
+        """Delete segments of this run that no manifest names.
+
+        Every delete of a segment by a writer goes through here and is checked
+        against the manifests first: a commit whose outcome was ambiguous may have
+        published the segment, and then it is the index's, never deleted.
+        """
+        named = self.named_segments()
         for name in names:
+            if name in named:
+                log.warning("segment %s is named by a manifest of %s: kept", name, self.root)
+                continue
             self.fs.delete(self.segment_path(name))
 
     def collect_garbage(self, retention_seconds: float, retire_manifests: bool) -> list[str]:

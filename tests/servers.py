@@ -64,3 +64,69 @@ def spark_submit(job: str, *args: str) -> tuple[list[str], dict[str, str]]:
         PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
     )
     return cmd, env
+
+
+class LosingProxy:
+    """An HTTP proxy on 127.0.0.1 in front of ``upstream`` (an S3 API server) that
+    forwards every request and its answer, except that for the first request
+    ``lose(method, path, headers)`` picks it forwards the request, lets the server
+    act on it, and then closes the client's connection without the answer: a
+    response lost on the network, after which the client retries.  ``log`` lists
+    ``(method, path, status, lost)`` of every request, to prove the fault happened.
+    """
+
+    def __init__(self, upstream: str, lose) -> None:
+        import http.client
+        import http.server
+        import threading
+        import urllib.parse
+
+        target = urllib.parse.urlsplit(upstream)
+        proxy = self
+        self.log: list[tuple[str, str, int, bool]] = []
+        self.lost = False
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "expect"}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                answer = conn.getresponse()
+                data = answer.read()
+                conn.close()
+                losing = not proxy.lost and lose(self.command, self.path, self.headers)
+                proxy.log.append((self.command, self.path, answer.status, losing))
+                if losing:
+                    proxy.lost = True
+                    self.close_connection = True  # the server acted; the answer is lost
+                    return
+                self.send_response_only(answer.status, answer.reason)
+                # A HEAD's length is the object's, from the server; a body's is its own.
+                skip = ("transfer-encoding", "connection")
+                if self.command != "HEAD":
+                    skip += ("content-length",)
+                    self.send_header("Content-Length", str(len(data)))
+                for key, value in answer.getheaders():
+                    if key.lower() not in skip:
+                        self.send_header(key, value)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

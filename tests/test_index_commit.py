@@ -171,3 +171,55 @@ def test_s3_commits_from_two_writers_at_once_one_wins_each_round(s3, spark):
     listed = s3.list_objects_v2(Bucket="lsh-index")["Contents"]
     keys = [o["Key"] for o in listed if not o["Key"].endswith("/")]  # not directory markers
     assert keys == [f"crawl/_manifests/v0000000{v}.json" for v in range(1, 6)]
+
+
+@pytest.mark.s3
+def test_an_s3_manifest_put_whose_answer_is_lost_commits_and_keeps_its_segment(s3, spark):
+    """The conditional PUT of version 2 succeeds at the server, its answer is lost,
+    botocore retries and the retry is refused (412): the object is this writer's
+    own.  The commit must read what won and succeed, and the segment it names must
+    survive the writer's clean-up (which deleted it before)."""
+    from servers import LosingProxy
+
+    upstream = spark.conf.get("spark.hadoop.fs.s3a.endpoint")
+    idx = CrawlIndex(spark, "s3a://lsh-index/crawl")
+    idx.commit(None, manifest(1, "seed"))
+    s3.put_object(Bucket="lsh-index", Key="crawl/segments/mine/docs/part-0.parquet", Body=b"x")
+    proxy = LosingProxy(
+        upstream,
+        lambda method, path, headers: (
+            method == "PUT"
+            and path.endswith("_manifests/v00000002.json")
+            and headers.get("If-None-Match") == "*"
+        ),
+    )
+    spark.conf.set("spark.hadoop.fs.s3a.endpoint", proxy.endpoint)
+    try:
+        idx = CrawlIndex(spark, "s3a://lsh-index/crawl")
+        parent = idx.current()
+        idx.commit(parent, manifest(2, "seed", "mine"))  # no IndexConflict
+        idx.discard(["mine"])  # what a writer's clean-up would do after a failure
+    finally:
+        spark.conf.set("spark.hadoop.fs.s3a.endpoint", upstream)
+        proxy.close()
+    # The fault happened: the first PUT was applied and its answer lost, the retry refused.
+    puts = [(status, lost) for m, p, status, lost in proxy.log if m == "PUT" and "v00000002" in p]
+    assert puts == [(200, True), (412, False)]
+    assert [s["name"] for s in CrawlIndex(spark, "s3a://lsh-index/crawl").current().segments] == [
+        "seed",
+        "mine",
+    ]
+    kept = s3.list_objects_v2(Bucket="lsh-index", Prefix="crawl/segments/mine/")
+    assert [o["Key"] for o in kept.get("Contents", [])] == [
+        "crawl/segments/mine/docs/part-0.parquet"
+    ]
+
+
+def test_discard_keeps_a_segment_that_a_manifest_names_and_deletes_the_others(spark, tmp_path):
+    idx = CrawlIndex(spark, str(tmp_path / "index"))
+    idx.commit(None, manifest(1, "named"))
+    for name in ("named", "orphan"):
+        (tmp_path / "index" / "segments" / name).mkdir(parents=True)
+        (tmp_path / "index" / "segments" / name / "part-0.parquet").write_bytes(b"x")
+    idx.discard(["named", "orphan"])
+    assert sorted(os.listdir(tmp_path / "index" / "segments")) == ["named"]
