@@ -46,6 +46,7 @@ from lsh_spark.banding import explode_bands
 from lsh_spark.caching import cached
 from lsh_spark.components import connected_components
 from lsh_spark.config import CRAWL_KEEP_POLICIES, ConfigError, DedupConfig
+from lsh_spark.errors import LshSparkError
 from lsh_spark.faults import maybe_die
 from lsh_spark.index import (
     RETENTION_HOURS,
@@ -240,22 +241,44 @@ def already_applied(
         "original_run": entry,
     }
     fs = FileSystem(spark, output)
-    first = _output_report(fs, output)
-    if first is None:  # the first run's output stands if it is there
-        out = StagedOutput(spark, output, overwrite=fs.exists(output))
+    root = fs.qualify(output).rstrip("/")
+    first = _output_report(fs, root)
+    if first is None and not fs.exists(root):  # a new output: a report saying so
+        out = StagedOutput(spark, output, overwrite=False)
         out.write_json("report.json", report)
         out.commit()
+    elif first is None:
+        # An output without its report (a kill or a power cut between the datasets and
+        # report.json on a store whose replace is not atomic): its datasets are the
+        # batch's and cannot be made again, so nothing is deleted; the report is
+        # rebuilt from the index's record of the batch, written only if still absent.
+        rebuilt = dict(
+            report,
+            status="committed",
+            message=f"report.json of batch {batch_id} rebuilt from index version "
+            f"{entry['version']}; its datasets are those of the original run",
+            counts={k: v for k, v in entry.items() if isinstance(v, int) and k != "version"},
+        )
+        text = json.dumps(rebuilt, indent=2, sort_keys=True) + "\n"
+        if fs.create_exclusive(f"{root}/report.json", text.encode()):
+            log.warning("%s/report.json was missing: rebuilt from the index", root)
     elif first.get("batch_id") == batch_id and first.get("status") == PENDING:
-        _mark_committed(fs, fs.qualify(output).rstrip("/"), first)  # killed before this
+        _mark_committed(fs, root, first)  # killed before this
     return report
 
 
-def _output_report(fs: FileSystem, output: str) -> dict[str, Any] | None:
-    """The report of a committed output at ``output``, or None."""
-    path = f"{fs.qualify(output).rstrip('/')}/report.json"
+def _output_report(fs: FileSystem, root: str) -> dict[str, Any] | None:
+    """The report of the output at ``root``, or None when it has none."""
+    path = f"{root}/report.json"
     if not fs.exists(path):
         return None
-    return json.loads(fs.read_text(path))
+    try:
+        return json.loads(fs.read_text(path))
+    except ValueError:
+        raise LshSparkError(
+            f"--output: {path} is damaged (not JSON) next to the datasets of a committed "
+            "batch; move it aside and run again to rebuild it from the index"
+        ) from None
 
 
 @dataclass

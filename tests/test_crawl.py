@@ -575,3 +575,54 @@ def test_cli_arguments_and_config_file(tmp_path, spark):
         run_crawl_batch(
             spark, str(tmp_path), str(tmp_path / "i"), str(tmp_path / "o"), CFG, keep="min-id"
         )
+
+
+def _small_batch(tmp_path, name: str, texts: dict[str, str]) -> str:
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in texts.items()))
+    return str(path)
+
+
+def test_a_committed_output_without_its_report_keeps_its_datasets(spark, tmp_path):
+    """A kill or power cut can leave a committed batch's datasets without report.json
+    (HDFS's replace deletes the old file before it renames the new one).  The re-run
+    finds the batch in the index: it must rebuild the report from the index and delete
+    nothing (0.2.0 replaced the whole output with a report, losing deduped/)."""
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "zeta",
+        "eta",
+        "theta",
+        "iota",
+        "kappa",
+        "lambda",
+        "mu",
+    ]
+    texts = {f"d{i}": " ".join(words[i:] + words[:i]) * 3 for i in range(4)}
+    texts["d9"] = texts["d0"]
+    batch = _small_batch(tmp_path, "b1", texts)
+    out, index = tmp_path / "out", str(tmp_path / "index")
+    first = run_crawl_batch(spark, batch, index, str(out), CFG, batch_id="b1")
+    assert first["status"] == "committed"
+    (out / "report.json").unlink()
+    datasets = tree_digest(str(out))
+    again = run_crawl_batch(spark, batch, index, str(out), CFG, batch_id="b1")
+    assert again["status"] == "already_applied"
+    after = tree_digest(str(out))
+    assert {k: v for k, v in after.items() if k != "report.json"} == datasets
+    rebuilt = json.loads((out / "report.json").read_text())
+    assert rebuilt["status"] == "committed" and rebuilt["batch_id"] == "b1"
+    assert rebuilt["counts"]["new_documents"] == first["counts"]["new_documents"] == 4
+    assert rebuilt["counts"]["duplicates"] == 1
+    assert sorted(r["id"] for r in spark.read.parquet(str(out / "deduped")).collect()) == [
+        "d0", "d1", "d2", "d3"
+    ]  # fmt: skip
+    # A damaged report is not replaced blindly either: one line says what to do.
+    (out / "report.json").write_text("{trunc")
+    with pytest.raises(Exception, match=r"report.json is damaged \(not JSON\)"):
+        run_crawl_batch(spark, batch, index, str(out), CFG, batch_id="b1")
+    assert {k: v for k, v in tree_digest(str(out)).items() if k != "report.json"} == datasets
