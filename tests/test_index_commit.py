@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from lsh_spark import faults
+from lsh_spark import index as index_mod
 from lsh_spark.config import DedupConfig
 from lsh_spark.index import CrawlIndex, IndexConflict, Manifest, index_params
 from lsh_spark.io import FileSystem
@@ -46,6 +48,25 @@ def race(n: int, fn) -> list:
     return results
 
 
+def held_together(monkeypatch, n: int) -> list[str]:
+    """Hold every writer at ``index:before_manifest`` (inside the commit, its parent
+    version read, its create not yet sent) until all ``n`` are there, so the race is
+    proven to happen: writers that ran one after the other would break the barrier
+    (each then gets ``BrokenBarrierError``).  Returns the arrivals, one per writer."""
+    inside = threading.Barrier(n, timeout=60)
+    arrived: list[str] = []
+    real = faults.maybe_die  # the hook itself, however often this is called
+
+    def hold(step: str) -> None:
+        if step == "index:before_manifest":
+            arrived.append(threading.current_thread().name)
+            inside.wait()
+        real(step)
+
+    monkeypatch.setattr(index_mod, "maybe_die", hold)
+    return arrived
+
+
 def test_exclusive_create_has_one_winner_and_leaves_no_temporary_file(spark, tmp_path):
     fs = FileSystem(spark, str(tmp_path))
     path = f"{tmp_path}/m/v00000001.json"
@@ -55,11 +76,15 @@ def test_exclusive_create_has_one_winner_and_leaves_no_temporary_file(spark, tmp
     assert os.listdir(tmp_path / "m") == ["v00000001.json"]
 
 
-def test_concurrent_commits_from_one_version_one_wins_the_rest_conflict(spark, tmp_path):
+def test_concurrent_commits_from_one_version_one_wins_the_rest_conflict(
+    spark, tmp_path, monkeypatch
+):
     idx = CrawlIndex(spark, str(tmp_path / "index"))
     idx.commit(None, manifest(1, "a"))
     parent = idx.current()
+    arrived = held_together(monkeypatch, 4)
     out = race(4, lambda i: idx.commit(parent, manifest(2, "a", f"seg-{i}")))
+    assert len(set(arrived)) == 4  # all four were inside the commit at once
     winners = [i for i, r in enumerate(out) if r is None]
     assert len(winners) == 1
     assert all(isinstance(r, IndexConflict) for r in out if r is not None)
@@ -157,13 +182,15 @@ def test_the_s3_server_refuses_a_second_conditional_put(s3):
 
 
 @pytest.mark.s3
-def test_s3_commits_from_two_writers_at_once_one_wins_each_round(s3, spark):
+def test_s3_commits_from_two_writers_at_once_one_wins_each_round(s3, spark, monkeypatch):
     idx = CrawlIndex(spark, "s3a://lsh-index/crawl")
     assert idx.current() is None
     idx.commit(None, manifest(1, "seed"))
     for version in range(2, 6):
         parent = idx.current()
+        arrived = held_together(monkeypatch, 2)
         out = race(2, lambda i, p=parent, v=version: idx.commit(p, manifest(v, f"w{i}-{v}")))
+        assert len(set(arrived)) == 2  # both writers were inside the commit at once
         assert sum(r is None for r in out) == 1, out
         assert sum(isinstance(r, IndexConflict) for r in out) == 1
         winner = out.index(None)
