@@ -1136,12 +1136,16 @@ class StagedOutput(_KnownSchemas):
 class StagewiseOutput(_KnownSchemas):
     """An output directory filled one stage at a time by the stage jobs.
 
-    Each dataset (and ``report.json``) is written under this run's hidden
-    staging directory, then swapped in: the older copy is renamed into the
-    staging directory's ``_old/``, the new one into place, and the old one
-    deleted.  A stage killed half-way leaves its staging directory, which the
-    next stage job (or ``jobs/recover.py``) rolls back: old copies return to
-    their names, the rest is deleted.
+    A stage is committed as one unit.  Each dataset (and ``report.json``) it
+    writes goes under this run's hidden staging directory, where the stage also
+    reads it back; :meth:`commit` then records the names in ``_COMMIT`` (an
+    exclusive create: the point after which the stage is the new one) and swaps
+    each in: the older copy renamed into the staging directory's ``_old/``, the
+    new one into place, the old one deleted.  A stage job killed before
+    ``_COMMIT`` leaves the output as it was (its staging directory is deleted by
+    the next stage job or ``jobs/recover.py``); killed after it, recovery
+    finishes the swaps.  Either way every name holds the old stage or every name
+    the new one, never a mix.
     """
 
     def __init__(self, spark: SparkSession, output: str):
@@ -1152,10 +1156,20 @@ class StagewiseOutput(_KnownSchemas):
         self.run = uuid.uuid4().hex[:12]
         self.staging = f"{self.output}/.inprogress-{self.run}"
         self.schemas = {}
+        self.pending: list[str] = []  # written by this stage, swapped in by commit()
         self.fs.write_bytes(f"{self.staging}/{_OWNER}", _owner_record(self.run))
 
     def path(self, name: str) -> str:
+        """Where ``name`` is read: this stage's own copy once it wrote one."""
+        if name in self.pending:
+            return f"{self.staging}/{name}"
         return f"{self.output}/{name}"
+
+    def staged(self, name: str) -> str:
+        """The path this stage writes ``name`` to (swapped in by :meth:`commit`)."""
+        if name not in self.pending:
+            self.pending.append(name)
+        return f"{self.staging}/{name}"
 
     def require(self, name: str, stage_job: str) -> str:
         path = self.path(name)
@@ -1164,29 +1178,12 @@ class StagewiseOutput(_KnownSchemas):
         return path
 
     def write(self, df: DataFrame, name: str, **options: str) -> None:
-        df.write.mode("error").options(**options).parquet(f"{self.staging}/{name}")
-        self._swap(name)
+        df.write.mode("error").options(**options).parquet(self.staged(name))
         self._record(df, name)
 
     def write_json(self, name: str, data: Any) -> None:
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-        self.fs.write_text(f"{self.staging}/{name}", text)
-        self._swap(name)
-
-    def _swap(self, name: str) -> None:
-        """Put the staged ``name`` in place of the older copy, which is deleted last."""
-        old = f"{self.staging}/_old/{name}"
-        if self.fs.exists(self.path(name)):
-            self.fs.rename(self.path(name), old)
-            maybe_die("commit:aside")
-        try:
-            self.fs.rename(f"{self.staging}/{name}", self.path(name))
-        except BaseException:
-            if self.fs.exists(old):
-                self.fs.rename(old, self.path(name))
-            raise
-        maybe_die("commit:published")
-        self.fs.delete(old)
+        self.fs.write_text(self.staged(name), text)
 
     def read_json(self, name: str) -> dict:
         """The JSON file ``name`` of the output; ``{}`` before any stage wrote one.
@@ -1198,7 +1195,9 @@ class StagewiseOutput(_KnownSchemas):
         if self.fs.exists(path):
             return json.loads(self.fs.read_text(path))
         stages = [
-            n for n in self.fs.list_names(self.output) if self.fs.exists(self.path(n) + "/_SUCCESS")
+            n
+            for n in self.fs.list_names(self.output)
+            if self.fs.exists(f"{self.output}/{n}/_SUCCESS")
         ]
         if stages:
             raise ConfigError(
@@ -1208,21 +1207,55 @@ class StagewiseOutput(_KnownSchemas):
         return {}
 
     def commit(self) -> None:
+        """Swap every dataset of this stage in, as one unit (class docstring)."""
+        marker = json.dumps({"names": self.pending}).encode()
+        if not self.fs.create_exclusive(f"{self.staging}/{_STAGE_COMMIT}", marker):
+            raise ConfigError(f"--output: {self.staging} was committed twice")
+        _finish_stage(self.fs, self.output, self.staging, self.pending)
+        self.pending = []  # read from their places from now on
+
+    def abort(self) -> None:
+        """Leave the output as it was: nothing of this stage was swapped in."""
         self.fs.delete(self.staging)
 
-    abort = commit
+
+# The commit record of a stage job's staging directory (StagewiseOutput.commit).
+_STAGE_COMMIT = "_COMMIT"
+
+
+def _finish_stage(fs: FileSystem, output: str, staging: str, names: list[str]) -> None:
+    """Swap each staged ``name`` in place of the older copy, which is deleted last;
+    then delete the staging directory.  Safe to run again after a kill: a name
+    already swapped has no staged copy left."""
+    for name in names:
+        new, old = f"{staging}/{name}", f"{staging}/_old/{name}"
+        if not fs.exists(new):
+            continue  # swapped in before a kill
+        if fs.exists(f"{output}/{name}") and not fs.exists(old):
+            fs.rename(f"{output}/{name}", old)
+            maybe_die("commit:aside")
+        fs.rename(new, f"{output}/{name}")
+        maybe_die("commit:published")
+    fs.delete(staging)
 
 
 def recover_stages(spark: SparkSession, output: str, all_hosts: bool = True) -> list[str]:
-    """Roll back what killed stage jobs left in ``output``: each older copy in a
-    staging directory's ``_old/`` returns to its name if that is empty, then
-    the staging directory is deleted.  Returns one line per action."""
+    """Finish or roll back what killed stage jobs left in ``output``: a staging
+    directory with its ``_COMMIT`` record has its swaps finished (the stage is
+    the new one); without it, each older copy in its ``_old/`` (left by
+    releases that swapped dataset by dataset) returns to its name if that is
+    empty, and the staging directory is deleted.  Returns one line per action."""
     fs = FileSystem(spark, output)
     output = fs.qualify(output).rstrip("/")
     done: list[str] = []
     for staging in fs.list_names(output):
         path = f"{output}/{staging}"
         if not staging.startswith(".inprogress-") or not _abandoned(fs, path, all_hosts):
+            continue
+        if fs.exists(f"{path}/{_STAGE_COMMIT}"):
+            names = json.loads(fs.read_text(f"{path}/{_STAGE_COMMIT}"))["names"]
+            _finish_stage(fs, output, path, names)
+            done.append(f"finished the commit of {staging} ({', '.join(names)})")
             continue
         for name in fs.list_names(f"{path}/_old"):
             if not fs.exists(f"{output}/{name}"):

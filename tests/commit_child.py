@@ -3,8 +3,8 @@
 ``python tests/commit_child.py staged OUT LABEL`` writes a small output (two
 Parquet datasets whose rows all carry LABEL, a report.json) through
 :class:`lsh_spark.io.StagedOutput` with overwrite and commits it;
-``stagewise OUT LABEL`` swaps a report.json and a dataset in through
-:class:`lsh_spark.io.StagewiseOutput`.  The tests set
+``stagewise OUT LABEL`` writes a dataset and a report.json as one stage through
+:class:`lsh_spark.io.StagewiseOutput` and commits it.  The tests set
 ``LSH_SPARK_FAULT=commit:<step>`` to have it SIGKILL itself at that step, or
 ``kill-before-commit`` as the last argument to die after writing.  Only file
 operations run (local paths need no Spark session), so a run takes a moment.
@@ -44,8 +44,7 @@ def main(kind: str, output: str, label: str, *flags: str) -> None:
         out.write_json("report.json", {"label": label})
     else:
         out = StagewiseOutput(None, output)
-        write_dataset(out.fs, f"{out.staging}/clusters", label, DATASETS["clusters"])
-        out._swap("clusters")
+        write_dataset(out.fs, out.staged("clusters"), label, DATASETS["clusters"])
         out.write_json("report.json", {"label": label})
     if "kill-before-commit" in flags:
         os.kill(os.getpid(), signal.SIGKILL)

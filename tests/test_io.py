@@ -169,6 +169,9 @@ def test_outputs_read_back_with_the_schema_spark_infers(spark, tmp_path, kind):
         assert out.read("d").schema == spark.read.parquet(out.path("d")).schema
         assert "d.new" not in out.schemas
     else:
+        # Nothing of a stage is in place before its commit.
+        assert not (tmp_path / "out" / "d").exists()
+        out.commit()
         # A later stage job (another process) infers the schema: the same one.
         later = StagewiseOutput(spark, str(tmp_path / "out"))
         assert later.schemas == {} and later.read("d").schema == out.read("d").schema
