@@ -60,6 +60,11 @@ _BINARY_CHARS = "[\\x00-\\x08\\x0B\\x0E-\\x1F\\x7F\\uFFFD]"
 BINARY_SHARE = 0.05
 
 
+def _check_tokens(tokens: str) -> None:
+    if tokens not in TOKEN_MODES:
+        raise ValueError(f"tokens: got {tokens!r}; allowed: {' | '.join(TOKEN_MODES)}")
+
+
 def normalize_array(arr: pa.Array, tokens: str = "script") -> pa.Array:
     """Normalize an Arrow string array (nulls stay null); returns ``large_string``.
 
@@ -73,8 +78,7 @@ def normalize_array(arr: pa.Array, tokens: str = "script") -> pa.Array:
         arr = pa.array(arr, type=pa.large_string(), from_pandas=True)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks else pa.array([], pa.large_string())
-    if tokens not in TOKEN_MODES:
-        raise ValueError(f"tokens: got {tokens!r}; allowed: {' | '.join(TOKEN_MODES)}")
+    _check_tokens(tokens)
     arr = valid_utf8(arr.cast(pa.large_string()))
     ascii_rows = pc.fill_null(pc.string_is_ascii(arr), True)
     n_ascii = pc.sum(ascii_rows).as_py() or 0
@@ -255,8 +259,7 @@ def _normalize_udf(tokens: str):
 def normalize_col(text: Column, tokens: str = "script") -> Column:
     """Column expression for the normalized text (vectorized over Arrow batches);
     ``tokens`` as in :func:`normalize_array`."""
-    if tokens not in TOKEN_MODES:
-        raise ValueError(f"tokens: got {tokens!r}; allowed: {' | '.join(TOKEN_MODES)}")
+    _check_tokens(tokens)
     return _normalize_udf(tokens)(text)
 
 
