@@ -41,9 +41,9 @@ from pyspark.sql import functions as F
 from lsh_spark.banding import candidate_probability
 from lsh_spark.caching import cached
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
-from lsh_spark.io import InputError, read_corpus
 from lsh_spark.jaccard import block_pairs
 from lsh_spark.normalize import prepare
+from lsh_spark.readers import InputError, read_corpus
 from lsh_spark.shingle import add_shingles
 
 NUM_PERM_GRID = (32, 64, 128, 256)

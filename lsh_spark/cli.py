@@ -515,7 +515,7 @@ def _run_stage(
     cfg: DedupConfig,
 ) -> dict[str, Any]:
     """Run one stage under ``args.output`` and merge its section into report.json."""
-    from lsh_spark.io import StagewiseOutput
+    from lsh_spark.outputs import StagewiseOutput
     from lsh_spark.pipeline import describe_bounded_families, merge_reports, report_header
     from lsh_spark.session import size_shuffle_partitions
     from lsh_spark.stages.common import log_counts

@@ -68,8 +68,8 @@ def dedup(argv: Argv = None, spark: SparkSession | None = None, prog: str = "ded
 def _dedup(spark: SparkSession, args: argparse.Namespace, cfg: Any) -> dict:
     """The dedup run of ``args``: from --input or --input-table, into --output, then
     the deduplicated corpus into --output-table."""
-    from lsh_spark.io import check_table_target, read_table, write_table
     from lsh_spark.pipeline import run_dedup
+    from lsh_spark.readers import check_table_target, read_table, write_table
 
     source = read_table(spark, args.input_table) if args.input_table else args.input
     if args.output_table:
@@ -205,7 +205,7 @@ def _write_advice(spark: SparkSession, args: argparse.Namespace, cfg: Any) -> di
     """Advise on the sample and write advice.json and the plot under --output."""
     from lsh_spark.advise import advise as advise_on
     from lsh_spark.advise import s_curve_png, simhash_png
-    from lsh_spark.io import StagedOutput
+    from lsh_spark.outputs import StagedOutput
 
     out = StagedOutput(spark, args.output, overwrite=args.overwrite)
     advice = advise_on(spark, args.input, cfg, args.sample)
@@ -240,7 +240,8 @@ def recover(argv: Argv = None, spark: SparkSession | None = None, prog: str = "r
 
 def _recover(spark: SparkSession, output: str) -> dict:
     """Recover ``output`` as a whole-run output and as a stage jobs' output."""
-    from lsh_spark.io import FileSystem, recover_output, recover_stages
+    from lsh_spark.outputs import recover_output, recover_stages
+    from lsh_spark.store import FileSystem
 
     actions = recover_output(spark, output)
     if FileSystem(spark, output).is_dir(output):

@@ -48,7 +48,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from lsh_spark.errors import LshSparkError
-from lsh_spark.io import FileSystem
+from lsh_spark.store import FileSystem
 
 # Label-propagation sweeps per partition; an unfinished contraction is still
 # correct (see local_roots), only less of a reduction.

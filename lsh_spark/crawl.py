@@ -59,8 +59,9 @@ from lsh_spark.index import (
     index_params,
     segment_entry,
 )
-from lsh_spark.io import FileSystem, StagedOutput, input_files, read_corpus
 from lsh_spark.jaccard import jaccard, join_sides, verify_pairs
+from lsh_spark.outputs import StagedOutput
+from lsh_spark.readers import read_corpus
 from lsh_spark.report import merge_reports
 from lsh_spark.session import local_frame, size_shuffle_partitions
 from lsh_spark.stages.candidates import stage_candidates
@@ -69,6 +70,7 @@ from lsh_spark.stages.extract import extract_crawl_input, release_crawl_input
 from lsh_spark.stages.signatures import stage_signatures
 from lsh_spark.stages.verify import stage_verify
 from lsh_spark.stages.verify_plan import BROADCAST_SHINGLE_BYTES, SHINGLE_BYTES, small_id_list
+from lsh_spark.store import FileSystem, input_files
 
 log = logging.getLogger(__name__)
 

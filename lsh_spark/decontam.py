@@ -38,8 +38,9 @@ from pyspark.sql import functions as F
 
 from lsh_spark.banding import explode_bands
 from lsh_spark.config import ConfigError, DecontamConfig, DedupConfig, option_values
-from lsh_spark.io import StagedOutput, check_unique_ids, input_bytes, input_name, read_corpus
 from lsh_spark.normalize import prepare
+from lsh_spark.outputs import StagedOutput
+from lsh_spark.readers import check_unique_ids, input_bytes, input_name, read_corpus
 from lsh_spark.session import size_shuffle_partitions
 from lsh_spark.shingle import add_shingles, kgram_hashes, token_hashes
 from lsh_spark.signature import minhash
@@ -88,7 +89,7 @@ def run_decontaminate(
     ``matches/``, ``clean/``, ``removed/``, ``rejects/``, ``reference_rejects/``
     and ``report.json``.  Returns the report.
 
-    The input is a path or a DataFrame (:func:`lsh_spark.io.read_corpus`); the
+    The input is a path or a DataFrame (:func:`lsh_spark.readers.read_corpus`); the
     references are paths, or a mapping of names (``reference_source`` in the
     outputs) to paths or DataFrames.
     """

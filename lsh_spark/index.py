@@ -64,8 +64,8 @@ from pyspark.sql import types as T
 from lsh_spark.config import RETENTION_HOURS, ConfigError, DedupConfig, recorded_tokens
 from lsh_spark.errors import LshSparkError
 from lsh_spark.faults import maybe_die
-from lsh_spark.io import FileSystem
 from lsh_spark.session import IN_FILTER_KEY, local_frame
+from lsh_spark.store import FileSystem
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lsh_spark.config import VECTOR_METHODS, ConfigError, DedupConfig, recorded_tokens
-from lsh_spark.io import FileSystem, read_corpus
+from lsh_spark.readers import read_corpus
 from lsh_spark.session import local_frame
+from lsh_spark.store import FileSystem
 
 LARGEST_CLUSTERS = 10
 MEMBERS_SHOWN = 4  # besides the kept document, per large cluster

@@ -6,7 +6,7 @@ the input corpus where it needs text, so a failed stage re-runs alone
 four with :func:`run_dedup` into one staged directory that appears under its
 real name only when the whole run succeeded.  The stages only compose the pure
 DataFrame functions of the other modules and time them; all I/O goes through
-:mod:`lsh_spark.io`.
+:mod:`lsh_spark.readers` and :mod:`lsh_spark.outputs`.
 
 Where things are:
 
@@ -35,7 +35,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
-from lsh_spark.io import StagedOutput, input_bytes
+from lsh_spark.outputs import StagedOutput
+from lsh_spark.readers import input_bytes
 from lsh_spark.report import StageBytes, describe_bounded_families, merge_reports, report_header
 from lsh_spark.session import adaptive_enabled, size_shuffle_partitions
 from lsh_spark.stages.candidates import banding_section, stage_candidates
@@ -104,7 +105,7 @@ def run_dedup(
     """Run every stage into ``output`` atomically and return the report.
 
     ``input_path``: a path, or the input as a DataFrame (see
-    :func:`lsh_spark.io.read_corpus`); ``deduped``: whether to write ``deduped/``.
+    :func:`lsh_spark.readers.read_corpus`); ``deduped``: whether to write ``deduped/``.
     """
     out = StagedOutput(spark, output, overwrite)
     started = time.perf_counter()

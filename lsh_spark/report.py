@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from lsh_spark import __version__
 from lsh_spark.config import DedupConfig
-from lsh_spark.io import input_name
+from lsh_spark.readers import input_name
 from lsh_spark.session import classic_context
 from lsh_spark.stages.common import Output, stage_of_job, tagged
 

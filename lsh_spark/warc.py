@@ -55,8 +55,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.io import input_files, open_input, s3_endpoint
 from lsh_spark.session import local_frame
+from lsh_spark.store import input_files, open_input, s3_endpoint
 
 # Rows and text characters per Arrow batch handed back to Spark: a worker holds
 # at most one batch of extracted texts, whatever the size of the WARC file, and

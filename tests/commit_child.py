@@ -2,9 +2,9 @@
 
 ``python tests/commit_child.py staged OUT LABEL`` writes a small output (two
 Parquet datasets whose rows all carry LABEL, a report.json) through
-:class:`lsh_spark.io.StagedOutput` with overwrite and commits it;
+:class:`lsh_spark.outputs.StagedOutput` with overwrite and commits it;
 ``stagewise OUT LABEL`` writes a dataset and a report.json as one stage through
-:class:`lsh_spark.io.StagewiseOutput` and commits it.  The tests set
+:class:`lsh_spark.outputs.StagewiseOutput` and commits it.  The tests set
 ``LSH_SPARK_FAULT=commit:<step>`` to have it SIGKILL itself at that step, or
 ``kill-before-commit`` as the last argument to die after writing.  Only file
 operations run (local paths need no Spark session), so a run takes a moment.
@@ -19,7 +19,7 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lsh_spark.io import StagedOutput, StagewiseOutput
+from lsh_spark.outputs import StagedOutput, StagewiseOutput
 
 DATASETS = {"clusters": 3, "deduped": 2}  # files per dataset
 ROWS_PER_FILE = 4

@@ -49,7 +49,7 @@ def _truth(spark, shingles_path, threshold):
 
 @pytest.mark.heavy
 def test_predicted_recall_matches_a_real_run(spark, tmp_path, corpus):
-    from lsh_spark.io import StagedOutput
+    from lsh_spark.outputs import StagedOutput
     from lsh_spark.pipeline import stage_candidates, stage_signatures, stage_verify
 
     given = DedupConfig(num_perm=32, bands=4, rows=8)  # P(0.8) = 0.52: much to predict
@@ -146,7 +146,7 @@ def test_simhash_advice_predicts_the_share_of_jaccard_pairs_found(spark, tmp_pat
         DedupConfig(method="simhash", max_hamming=k, simhash_blocks=blocks),
     )
     # the run's Jaccard truth from a MinHash run's shingle sets of the same corpus
-    from lsh_spark.io import StagedOutput
+    from lsh_spark.outputs import StagedOutput
     from lsh_spark.pipeline import stage_signatures
 
     staged = StagedOutput(spark, str(tmp_path / "sh"))

@@ -21,8 +21,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from lsh_spark.config import ConfigError, DedupConfig
-from lsh_spark.io import InputError, StagewiseOutput
+from lsh_spark.outputs import StagewiseOutput
 from lsh_spark.pipeline import run_dedup, stage_signatures
+from lsh_spark.readers import InputError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "data", "sample", "corpus.jsonl")

@@ -21,13 +21,8 @@ import pytest
 from commit_child import DATASETS, ROWS_PER_FILE, write_dataset
 
 from lsh_spark.config import ConfigError
-from lsh_spark.io import (
-    FileSystem,
-    StagedOutput,
-    StagewiseOutput,
-    recover_output,
-    recover_stages,
-)
+from lsh_spark.outputs import StagedOutput, StagewiseOutput, recover_output, recover_stages
+from lsh_spark.store import FileSystem
 
 CHILD = os.path.join(os.path.dirname(__file__), "commit_child.py")
 

@@ -17,7 +17,7 @@ from lsh_spark import faults
 from lsh_spark import index as index_mod
 from lsh_spark.config import DedupConfig
 from lsh_spark.index import CrawlIndex, IndexConflict, Manifest, index_params
-from lsh_spark.io import FileSystem
+from lsh_spark.store import FileSystem
 
 PARAMS = index_params(DedupConfig())
 DAY_S = 86_400

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from lsh_spark.config import ConfigError, DedupConfig
-from lsh_spark.io import InputError, check_unique_ids, detect_format, read_corpus
+from lsh_spark.readers import InputError, check_unique_ids, detect_format, read_corpus
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_inferred_json_schema_is_reused_only_for_unchanged_input(spark, tmp_path
 
 
 def test_a_given_schema_is_read_as_given_without_inferring(spark, tmp_path, monkeypatch):
-    import lsh_spark.io as io
+    import lsh_spark.readers as io
 
     def no_inference(*_):
         raise AssertionError("the schema was inferred although --schema was given")
@@ -145,7 +145,7 @@ def test_a_bad_or_misplaced_schema_names_the_option(spark, tmp_path):
 def test_outputs_read_back_with_the_schema_spark_infers(spark, tmp_path, kind):
     from pyspark.sql import functions as F
 
-    from lsh_spark.io import StagedOutput, StagewiseOutput
+    from lsh_spark.outputs import StagedOutput, StagewiseOutput
 
     out = (StagedOutput if kind == "staged" else StagewiseOutput)(spark, str(tmp_path / "out"))
     # Non-null columns, an array without null elements, a struct, a map, bytes,
@@ -222,7 +222,7 @@ def _tree(root):
 
 
 def test_file_system_qualifies_local_paths_as_hadoop_did(spark, tmp_path, monkeypatch):
-    from lsh_spark.io import FileSystem
+    from lsh_spark.store import FileSystem
 
     fs = FileSystem(spark, str(tmp_path))
     monkeypatch.chdir(tmp_path)
@@ -241,7 +241,7 @@ def test_file_system_qualifies_local_paths_as_hadoop_did(spark, tmp_path, monkey
 
 
 def test_file_system_lists_fingerprints_and_sizes_a_tree(spark, tmp_path):
-    from lsh_spark.io import FileSystem
+    from lsh_spark.store import FileSystem
 
     _tree(tmp_path / "t")
     root = f"file:{tmp_path}/t"
@@ -270,7 +270,7 @@ def test_file_system_lists_fingerprints_and_sizes_a_tree(spark, tmp_path):
 
 
 def test_file_system_writes_reads_renames_and_deletes(spark, tmp_path):
-    from lsh_spark.io import FileSystem
+    from lsh_spark.store import FileSystem
 
     fs = FileSystem(spark, str(tmp_path))
     fs.write_text(f"{tmp_path}/new/dir/m.json", '{"é": 1}\r\n')  # creates the parents
@@ -292,7 +292,7 @@ def test_file_system_writes_reads_renames_and_deletes(spark, tmp_path):
 
 
 def test_file_system_counts_parquet_row_groups_from_footers(spark, tmp_path):
-    from lsh_spark.io import FileSystem
+    from lsh_spark.store import FileSystem
 
     path = str(tmp_path / "p")
     spark.range(100).repartition(3).write.parquet(path)
@@ -300,7 +300,7 @@ def test_file_system_counts_parquet_row_groups_from_footers(spark, tmp_path):
 
 
 def test_file_system_names_an_unsupported_scheme(spark):
-    from lsh_spark.io import FileSystem
+    from lsh_spark.store import FileSystem
 
     with pytest.raises(
         ConfigError,
@@ -311,7 +311,7 @@ def test_file_system_names_an_unsupported_scheme(spark):
 
 
 def test_file_system_keeps_the_s3a_scheme_for_spark(spark):
-    from lsh_spark.io import FileSystem
+    from lsh_spark.store import FileSystem
 
     key = "spark.hadoop.fs.s3a.endpoint"
     spark.conf.set(key, "http://127.0.0.1:9")  # an S3-compatible store: no region look-up
@@ -330,7 +330,7 @@ def test_observed_metrics_come_from_the_output_when_connect_drops_them(spark, tm
 
     from pyspark.sql import functions as F
 
-    from lsh_spark.io import StagewiseOutput
+    from lsh_spark.outputs import StagewiseOutput
     from lsh_spark.stages.common import observed
 
     out = StagewiseOutput(spark, str(tmp_path / "out"))

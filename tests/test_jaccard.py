@@ -603,7 +603,7 @@ def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(
     also when block groups are split into more shares than there are shuffle
     partitions (PAIRS_PER_TASK made tiny)."""
     from lsh_spark.config import DedupConfig
-    from lsh_spark.io import StagedOutput
+    from lsh_spark.outputs import StagedOutput
     from lsh_spark.pipeline import stage_candidates, stage_signatures, stage_verify
 
     if pairs_per_task:
@@ -667,7 +667,7 @@ def test_verify_broadcast_and_shuffled_shingles_give_the_same_pairs(
     (read once, not cached) and joined by shuffles above it (cached, read by both
     joins): the same pairs and counts either way."""
     from lsh_spark.config import DedupConfig
-    from lsh_spark.io import StagedOutput
+    from lsh_spark.outputs import StagedOutput
     from lsh_spark.pipeline import stage_candidates, stage_signatures, stage_verify
     from lsh_spark.stages import verify_plan
 

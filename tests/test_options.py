@@ -235,7 +235,7 @@ def test_run_job_keeps_the_traceback_of_a_bug(session):
 
 def test_input_and_index_errors_are_user_errors():
     from lsh_spark.index import IndexConflict
-    from lsh_spark.io import InputError
+    from lsh_spark.readers import InputError
 
     assert issubclass(InputError, LshSparkError) and issubclass(IndexConflict, LshSparkError)
     assert issubclass(ConfigError, LshSparkError) and issubclass(ConfigError, ValueError)

@@ -11,7 +11,7 @@ import pytest
 from crawlgen import day, near_copy, page, record_id, write_warc
 
 from lsh_spark.config import DedupConfig
-from lsh_spark.io import detect_format
+from lsh_spark.readers import detect_format
 from lsh_spark.warc import extract_warc, parse_records, parse_stream, warc_schema
 
 pytest.importorskip("warcio")

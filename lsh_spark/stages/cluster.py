@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from lsh_spark.components import apply_keep_policy, connected_components
 from lsh_spark.config import DedupConfig
-from lsh_spark.io import read_corpus
+from lsh_spark.readers import read_corpus
 from lsh_spark.report import CLUSTER_SIZE_ROWS
 from lsh_spark.stages.common import Output, Timer, checkpoint_dir, observed, restore_id_col, tagged
 from lsh_spark.stages.verify_plan import small_id_list

@@ -12,8 +12,8 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from lsh_spark.config import DedupConfig
-from lsh_spark.io import FileSystem
 from lsh_spark.session import classic_context
+from lsh_spark.store import FileSystem
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +29,8 @@ SIGNATURE_PARQUET = {"parquet.enable.dictionary": "false"}
 
 
 class Output(Protocol):
-    """Where a stage reads and writes its datasets (:class:`lsh_spark.io.StagedOutput`
-    for a whole run, :class:`lsh_spark.io.StagewiseOutput` for one stage job)."""
+    """Where a stage reads and writes its datasets (:class:`lsh_spark.outputs.StagedOutput`
+    for a whole run, :class:`lsh_spark.outputs.StagewiseOutput` for one stage job)."""
 
     fs: FileSystem
 

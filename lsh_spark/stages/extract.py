@@ -7,8 +7,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from lsh_spark.config import DedupConfig
-from lsh_spark.io import detect_format, input_files
+from lsh_spark.readers import detect_format
 from lsh_spark.stages.common import Output, Timer
+from lsh_spark.store import input_files
 from lsh_spark.warc import extract_warc, register_extracted, skipped_counts
 
 

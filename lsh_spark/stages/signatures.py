@@ -14,8 +14,8 @@ from pyspark.sql import functions as F
 
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
 from lsh_spark.features import word_minhash_features
-from lsh_spark.io import InputError, check_unique_ids, read_corpus
 from lsh_spark.normalize import checked_texts, prepare
+from lsh_spark.readers import InputError, check_unique_ids, read_corpus
 from lsh_spark.session import in_background
 from lsh_spark.shingle import add_shingles, text_hash
 from lsh_spark.signature import minhash
