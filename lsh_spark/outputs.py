@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import posixpath
-import socket
 import uuid
 from typing import Any
 
@@ -23,6 +21,7 @@ from pyspark.sql import types as T
 
 from lsh_spark.config import ConfigError
 from lsh_spark.faults import maybe_die
+from lsh_spark.owners import OWNER, Lease, abandoned, read_owner
 from lsh_spark.store import FileSystem
 
 log = logging.getLogger(__name__)
@@ -62,31 +61,7 @@ class _KnownSchemas:
 
 
 # -- committing ------------------------------------------------------------------
-_OWNER = "_lsh_spark_run"  # JSON {run, host, pid} of the process writing a directory
 _SUCCESS = "_SUCCESS"
-
-
-def _owner_record(run: str) -> bytes:
-    return json.dumps({"run": run, "host": socket.gethostname(), "pid": os.getpid()}).encode()
-
-
-def _abandoned(fs: FileSystem, path: str, all_hosts: bool) -> bool:
-    """Whether the run that wrote directory ``path`` is gone: its owner record is
-    missing or unreadable, names a process of this host that no longer runs, or
-    (``all_hosts``) names another host."""
-    try:
-        owner = json.loads(fs.read_text(f"{path}/{_OWNER}"))
-    except (OSError, ValueError):
-        return True
-    if owner.get("host") != socket.gethostname():
-        return all_hosts
-    try:
-        os.kill(int(owner["pid"]), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, KeyError, ValueError):
-        return False
-    return False
 
 
 def _sibling(output: str, kind: str, run: str) -> str:
@@ -119,7 +94,7 @@ def recover_output(spark: SparkSession, output: str, all_hosts: bool = True) -> 
     for aside in asides:
         run = aside.rsplit("-", 1)[1]
         staging = _sibling(output, "inprogress", run)
-        if not _abandoned(fs, staging, all_hosts):  # its run is still committing
+        if not abandoned(fs, staging, all_hosts):  # its run is still committing
             continue
         if not fs.exists(output):
             new = fs.exists(f"{staging}/{_SUCCESS}")
@@ -129,7 +104,7 @@ def recover_output(spark: SparkSession, output: str, all_hosts: bool = True) -> 
         done.append(f"deleted {aside}")
     for staging in fs.list_names(parent):
         path = f"{parent}/{staging}"
-        if staging.startswith(f".{name}.inprogress-") and _abandoned(fs, path, all_hosts):
+        if staging.startswith(f".{name}.inprogress-") and abandoned(fs, path, all_hosts):
             fs.delete(path)
             done.append(f"deleted {staging}")
     return done
@@ -137,8 +112,8 @@ def recover_output(spark: SparkSession, output: str, all_hosts: bool = True) -> 
 
 def _recover_in_place(fs: FileSystem, output: str, all_hosts: bool) -> list[str]:
     """On an object store: delete an output a killed run left without ``_SUCCESS``."""
-    killed = fs.exists(f"{output}/{_OWNER}") and not fs.exists(f"{output}/{_SUCCESS}")
-    if killed and _abandoned(fs, output, all_hosts):
+    killed = fs.exists(f"{output}/{OWNER}") and not fs.exists(f"{output}/{_SUCCESS}")
+    if killed and abandoned(fs, output, all_hosts):
         fs.delete(output)
         return [f"deleted {output} (a run killed before its commit)"]
     return []
@@ -153,14 +128,34 @@ class StagedOutput(_KnownSchemas):
     crash between any two leaves a state :func:`recover_output` completes (the
     next run calls it).  On object stores, where a rename copies every file, a
     new output is written in place and committed by its ``_SUCCESS`` marker
-    (one request); an existing one is not replaced (see docs/outputs.md).
+    (one request); an existing one is not replaced (see docs/outputs.md),
+    except one this run wrote itself: ``run`` names the run, and a retry of it
+    (a crawl batch that lost the index's compare-and-swap) replaces its own
+    earlier output, under its own owner record.
+
+    The staging directory's owner record is kept fresh by a :class:`Lease`
+    until the commit, so recovery on any host can tell this run is alive.
+    Before ``_SUCCESS`` is written, everything staged is synced
+    (:meth:`FileSystem.sync`).
     """
 
-    def __init__(self, spark: SparkSession, output: str, overwrite: bool = False):
+    def __init__(
+        self,
+        spark: SparkSession,
+        output: str,
+        overwrite: bool = False,
+        run: str | None = None,
+    ):
         self.spark = spark
         self.fs = FileSystem(spark, output)
         self.output = self.fs.qualify(output).rstrip("/")
+        self.run = run or uuid.uuid4().hex[:12]
         recover_output(spark, self.output, all_hosts=False)
+        if overwrite and self.fs.object_store and self._earlier_attempt():
+            # This run's own earlier output (its index commit lost): it is replaced,
+            # unmarked first so that a half-deleted output never looks complete.
+            self.fs.delete(f"{self.output}/{_SUCCESS}")
+            self.fs.delete(self.output)
         if self.fs.exists(self.output) and not overwrite:
             raise ConfigError(f"--output: {output} already exists; pass --overwrite to replace it")
         if self.fs.exists(self.output) and self.fs.object_store:
@@ -173,21 +168,25 @@ class StagedOutput(_KnownSchemas):
                 f"--output: {output} already exists; on an object store an output is not "
                 "replaced (that would copy every file): delete it first or choose another --output"
             )
-        self.run = uuid.uuid4().hex[:12]
         in_place = self.fs.object_store
         self.staging = self.output if in_place else _sibling(self.output, "inprogress", self.run)
         self.aside = _sibling(self.output, "aside", self.run)
         self.overwrite = overwrite
         self.committed = False
         self.schemas = {}
-        owner, record = f"{self.staging}/{_OWNER}", _owner_record(self.run)
-        if not in_place:  # a directory of this run's own
-            self.fs.write_bytes(owner, record)
-        elif not self.fs.create_exclusive(owner, record):  # two runs on one new path
+        # Local disks and HDFS: a directory of this run's own.  Object stores: the
+        # output itself, claimed by an exclusive create (two runs on one new path).
+        self.lease = Lease(self.fs, self.staging, self.run, exclusive=in_place)
+        if not self.lease.acquired:
             raise ConfigError(
                 f"--output: another run started writing {output} at the same moment; "
                 "this one stopped without writing"
             )
+
+    def _earlier_attempt(self) -> bool:
+        """Whether the output on the object store was written by this run before."""
+        owner = read_owner(self.fs, self.output)
+        return owner is not None and owner.get("run") == self.run
 
     def path(self, name: str) -> str:
         return f"{self.staging}/{name}"
@@ -219,10 +218,13 @@ class StagedOutput(_KnownSchemas):
         """
         if self.fs.object_store:
             self._check_owner()
+            self.lease.stop()
             maybe_die("commit:staged")
             self.fs.write_text(self.path(_SUCCESS), "")
             self.committed = True
             return
+        self.lease.stop()  # no renewal may recreate the staging directory once it moves
+        self.fs.sync(self.staging)  # every file durable before _SUCCESS names the output
         self.fs.write_text(self.path(_SUCCESS), "")
         maybe_die("commit:staged")
         if self.fs.exists(self.output):
@@ -257,10 +259,7 @@ class StagedOutput(_KnownSchemas):
             )
 
     def _owns_staging(self) -> bool:
-        try:
-            return self.fs.read_text(f"{self.staging}/{_OWNER}").encode() == _owner_record(self.run)
-        except OSError:
-            return False
+        return self.lease.owned()
 
     def _publish(self) -> None:
         """Rename the staging directory to the output; on failure put the old one back."""
@@ -279,13 +278,14 @@ class StagedOutput(_KnownSchemas):
         (then both stay for :func:`recover_output`)."""
         if self.committed:
             return
+        self.lease.stop()
         if self.fs.object_store:  # the output itself: only if this run still owns it
             if self._owns_staging() and not self.fs.exists(self.path(_SUCCESS)):
                 self.fs.delete(self.staging)
         elif self.fs.exists(self.output) or not self.fs.exists(self.aside):
             self.fs.delete(self.staging)
         else:  # given up: recover_output may now finish the commit
-            self.fs.delete(f"{self.staging}/{_OWNER}")
+            self.fs.delete(f"{self.staging}/{OWNER}")
             log.error("%s is not in place: run jobs/recover.py %s", self.output, self.output)
 
 
@@ -313,7 +313,7 @@ class StagewiseOutput(_KnownSchemas):
         self.staging = f"{self.output}/.inprogress-{self.run}"
         self.schemas = {}
         self.pending: list[str] = []  # written by this stage, swapped in by commit()
-        self.fs.write_bytes(f"{self.staging}/{_OWNER}", _owner_record(self.run))
+        self.lease = Lease(self.fs, self.staging, self.run)
 
     def path(self, name: str) -> str:
         """Where ``name`` is read: this stage's own copy once it wrote one."""
@@ -365,6 +365,8 @@ class StagewiseOutput(_KnownSchemas):
     def commit(self) -> None:
         """Swap every dataset of this stage in, as one unit (class docstring)."""
         marker = json.dumps({"names": self.pending}).encode()
+        self.lease.stop()  # no renewal may recreate the staging directory once it is swapped
+        self.fs.sync(self.staging)  # the stage's files durable before _COMMIT names them
         if not self.fs.create_exclusive(f"{self.staging}/{_STAGE_COMMIT}", marker):
             raise ConfigError(f"--output: {self.staging} was committed twice")
         _finish_stage(self.fs, self.output, self.staging, self.pending)
@@ -372,6 +374,7 @@ class StagewiseOutput(_KnownSchemas):
 
     def abort(self) -> None:
         """Leave the output as it was: nothing of this stage was swapped in."""
+        self.lease.stop()
         self.fs.delete(self.staging)
 
 
@@ -406,7 +409,7 @@ def recover_stages(spark: SparkSession, output: str, all_hosts: bool = True) -> 
     done: list[str] = []
     for staging in fs.list_names(output):
         path = f"{output}/{staging}"
-        if not staging.startswith(".inprogress-") or not _abandoned(fs, path, all_hosts):
+        if not staging.startswith(".inprogress-") or not abandoned(fs, path, all_hosts):
             continue
         if fs.exists(f"{path}/{_STAGE_COMMIT}"):
             names = json.loads(fs.read_text(f"{path}/{_STAGE_COMMIT}"))["names"]

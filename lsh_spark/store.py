@@ -254,13 +254,19 @@ class FileSystem:
         return sum(f.size for _, f in self._files(path))
 
     def delete(self, path: str) -> None:
-        """Delete the file or directory ``path`` (nothing if it is absent)."""
+        """Delete the file or directory ``path`` (nothing if it is absent); on local
+        disks its directory is fsynced, so the name does not come back after a
+        power cut."""
         info = self._info(path)
         if info.type == pafs.FileType.Directory:
             self._fs.delete_dir(self._p(path))
         elif info.type == pafs.FileType.File:
             self._fs.delete_file(self._p(path))
             self._drop_checksum(path)
+        else:
+            return
+        if self._local:
+            _fsync_dirs(posixpath.dirname(self._p(path)))
 
     def _drop_checksum(self, path: str) -> None:
         """Remove the checksum file Hadoop wrote beside local file ``path`` (a file
@@ -274,7 +280,9 @@ class FileSystem:
     def rename(self, src: str, dst: str) -> None:
         """Move file or directory ``src`` to ``dst``, creating ``dst``'s parent.
 
-        A rename on local disks and HDFS (atomic).  S3 has no rename: a
+        A rename on local disks and HDFS (atomic; on local disks both
+        directories are then fsynced, so the rename survives a power cut).  S3
+        has no rename: a
         directory is copied file by file, its ``_SUCCESS`` marker last, then
         deleted.
         """
@@ -286,6 +294,8 @@ class FileSystem:
                 self._fs.move(self._p(src), self._p(dst))
         except OSError as exc:
             raise OSError(f"could not rename {src} to {dst}: {exc}") from None
+        if self._local:  # a rename is durable once both directories are synced
+            _fsync_dirs(posixpath.dirname(self._p(dst)), posixpath.dirname(self._p(src)))
 
     def _copy_tree(self, src: str, dst: str) -> None:
         base, target = self._p(src), self._p(dst)
@@ -302,15 +312,45 @@ class FileSystem:
         self.write_bytes(path, text.encode("utf-8"))
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        """Write ``data`` to file ``path`` (replacing it), creating its parent."""
+        """Write ``data`` to file ``path`` (replacing it), creating its parent.
+
+        On local disks the file and its directory are fsynced before this
+        returns: every small file the commits write (markers, reports, owner
+        records) is durable once written."""
         self._fs.create_dir(posixpath.dirname(self._p(path)), recursive=True)
         self._drop_checksum(path)
+        if self._local:
+            with open(self._p(path), "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            _fsync_dirs(posixpath.dirname(self._p(path)))
+            return
         with self._fs.open_output_stream(self._p(path)) as out:
             out.write(data)
 
+    def sync(self, *paths: str) -> None:
+        """Make the files and directories below each of ``paths``, and the names
+        that lead to them, durable: what a manifest or a ``_SUCCESS`` marker is
+        about to name must survive a power cut first.
+
+        - local disks: every file (checksum files too) is fsynced, then every
+          directory bottom-up, then each ancestor directory (a new name is
+          durable only once its directory is);
+        - HDFS: nothing to do from here: a closed file is on all its DataNodes
+          (in their memory, on disk only with ``dfs.datanode.synconclose=true``),
+          and libhdfs through pyarrow offers no ``hsync`` (docs/outputs.md);
+        - object stores: an object is durable when its PUT is answered.
+        """
+        if not self._local:
+            return
+        for path in paths:
+            _fsync_tree(self._p(path))
+
     def replace_text(self, path: str, text: str) -> None:
         """Replace file ``path`` whole, so a reader sees the old or the new text: a
-        temporary file renamed over it (local disks, HDFS), one PUT on object stores."""
+        temporary file renamed over it (local disks, fsynced before the rename and
+        the directory after; HDFS), one PUT on object stores."""
         if self.object_store:
             self.write_text(path, text)
             return
@@ -319,6 +359,8 @@ class FileSystem:
         self.write_text(tmp, text)
         self._drop_checksum(path)
         self._fs.move(self._p(tmp), self._p(path))
+        if self._local:
+            _fsync_dirs(posixpath.dirname(self._p(path)))
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8")
@@ -368,6 +410,46 @@ class FileSystem:
         return True
 
 
+def _fsync_path(path: str) -> None:
+    """fsync file or directory ``path`` (a read-only descriptor is enough on Linux)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dirs(*dirs: str) -> None:
+    """fsync each of ``dirs`` and every ancestor of it: a directory created on
+    the way (``create_dir(recursive=True)``) is durable only once its parent is.
+    An ancestor this process may not open is skipped: it existed before the run."""
+    done: set[str] = set()
+    for start in dirs:
+        path = start
+        while path not in done:
+            done.add(path)
+            with contextlib.suppress(PermissionError):
+                _fsync_path(path)
+            parent = posixpath.dirname(path)
+            if parent == path:
+                break
+            path = parent
+
+
+def _fsync_tree(root: str) -> None:
+    """fsync every file below ``root`` (or the file), its directories bottom-up,
+    then the ancestors of ``root``."""
+    if not os.path.isdir(root):
+        _fsync_path(root)
+        _fsync_dirs(posixpath.dirname(root))
+        return
+    for parent, _, files in os.walk(root, topdown=False):
+        for name in files:
+            _fsync_path(os.path.join(parent, name))
+        _fsync_path(parent)
+    _fsync_dirs(posixpath.dirname(root))
+
+
 def _link_new(path: str, data: bytes) -> bool:
     """Local :meth:`FileSystem.create_exclusive`: fsynced temporary file, ``link``."""
     parent, name = os.path.split(path)
@@ -381,11 +463,7 @@ def _link_new(path: str, data: bytes) -> bool:
             os.link(tmp, path)
         except FileExistsError:
             return False
-        fd = os.open(parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # the new directory entry survives a power loss
-        finally:
-            os.close(fd)
+        _fsync_dirs(parent)  # the new directory entry survives a power loss
         return True
     finally:
         with contextlib.suppress(FileNotFoundError):

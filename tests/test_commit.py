@@ -417,6 +417,22 @@ def test_object_store_abort_deletes_only_its_own_run(memory_gcs):
     assert mine.fs.exists(f"{out}/_lsh_spark_run") and not mine.fs.exists(f"{out}/_SUCCESS")
 
 
+def test_an_object_store_retry_of_the_same_run_replaces_its_own_output(memory_gcs):
+    """A crawl batch that lost the index's compare-and-swap runs again under its own
+    run: on an object store its first attempt's output is replaced, not refused."""
+    out = "gs://bucket/out"
+    first = StagedOutput(None, out, overwrite=True, run="batch-run")
+    write_dataset(first.fs, first.path("clusters"), "first", 3)
+    first.commit()
+    again = StagedOutput(None, out, overwrite=True, run="batch-run")
+    assert not again.fs.exists(f"{out}/clusters")  # the lost attempt's files are gone
+    write_dataset(again.fs, again.path("clusters"), "again", 1)
+    again.commit()
+    assert again.fs.list_names(f"{out}/clusters") == ["_SUCCESS", "part-00000.parquet"]
+    with pytest.raises(ConfigError, match="object store an output is not replaced"):
+        StagedOutput(None, out, overwrite=True, run="another-run")
+
+
 # -- S3 (a moto server on 127.0.0.1; see the s3 fixture in conftest.py) ----------
 @pytest.mark.s3
 def test_s3_output_commit_writes_in_place_and_refuses_a_second_run(s3, spark, monkeypatch):
