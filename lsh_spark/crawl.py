@@ -34,6 +34,7 @@ import json
 import logging
 import posixpath
 import time
+import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -229,9 +230,11 @@ def _pair_jaccard(pairs: DataFrame, shingles: DataFrame, left: str, right: str) 
 
 
 def already_applied(
-    spark: SparkSession, output: str, manifest: Manifest, batch_id: str
+    spark: SparkSession, output: str, manifest: Manifest, entry: dict[str, Any]
 ) -> dict[str, Any]:
-    entry = manifest.batch(batch_id)
+    """Report that the batch of ``entry`` (its record in ``manifest``, found by
+    :meth:`CrawlIndex.find_batch`) is in the index, and repair its output."""
+    batch_id = entry["batch_id"]
     report = {
         "lsh_spark_version": __version__,
         "batch_id": batch_id,
@@ -270,12 +273,14 @@ def already_applied(
 
 
 def _output_report(fs: FileSystem, root: str) -> dict[str, Any] | None:
-    """The report of the output at ``root``, or None when it has none."""
+    """The report of the output at ``root``, or None when it has none (a replace
+    of it cut short on HDFS is finished first: :meth:`FileSystem.read_replaced`)."""
     path = f"{root}/report.json"
-    if not fs.exists(path):
+    text = fs.read_replaced(path)
+    if text is None:
         return None
     try:
-        return json.loads(fs.read_text(path))
+        return json.loads(text)
     except ValueError:
         raise LshSparkError(
             f"--output: {path} is damaged (not JSON) next to the datasets of a committed "
@@ -318,13 +323,18 @@ def run_crawl_batch(
     keeper (:func:`_decide`), write the index segment (:func:`_write_segment`)
     and commit the index, then the output (:func:`_commit`).  A run that loses
     the index's compare-and-swap (:class:`IndexConflict`) starts again from the
-    new version, at most ``max_retries`` times.
+    new version, at most ``max_retries`` times, as the same run: on an object
+    store, where an output is written in place, the retry replaces the output
+    its lost attempt committed, under the same owner record.
     """
     _check_args(spark, batch_path, cfg, keep)
     batch_id = batch_id or default_batch_id(spark, batch_path)
+    run_id = uuid.uuid4().hex[:12]
     for attempt in range(1, max_retries + 2):
         try:
-            return _run_once(spark, batch_path, index_root, output, cfg, batch_id, keep, attempt)
+            return _run_once(
+                spark, batch_path, index_root, output, cfg, batch_id, keep, attempt, run_id
+            )
         except IndexConflict as exc:
             if attempt > max_retries:
                 raise IndexConflict(
@@ -343,6 +353,7 @@ def _run_once(
     batch_id: str,
     keep: str,
     attempt: int,
+    run_id: str,
 ) -> dict[str, Any]:
     """One attempt of :func:`run_crawl_batch` from the index's current version."""
     started = time.perf_counter()
@@ -351,9 +362,17 @@ def _run_once(
     if parent is not None:
         cfg = continued_config(parent, cfg)
         index.check_params(parent, cfg)
-    if parent is not None and parent.batch(batch_id) is not None:
-        return already_applied(spark, output, parent, batch_id)
-    index.collect_garbage(RETENTION_HOURS * 3600, retire_manifests=False)
+    applied = index.find_batch(parent, batch_id) if parent is not None else None
+    if applied is not None:
+        return already_applied(spark, output, parent, applied)
+    # Prunes what the earlier commits left: manifests whose next readable version
+    # is older than the retention period, then unnamed old segments.  Never
+    # ``parent`` (the newest readable) nor the version another running batch
+    # read: its successor was committed after that batch read it, so it is
+    # younger than the retention period by construction (unless that batch has
+    # run longer, and then it commits nothing).  Run here, before any work, so
+    # that a failure to delete never fails a batch that committed.
+    index.collect_garbage(RETENTION_HOURS * 3600, retire_manifests=True)
     version = index.head + 1
     run = _Batch(
         spark,
@@ -362,7 +381,7 @@ def _run_once(
         cfg,
         index,
         parent,
-        StagedOutput(spark, output, overwrite=True),
+        StagedOutput(spark, output, overwrite=True, run=run_id),
         version,
         index.new_segment_name(version),
         Timer(spark),
@@ -606,6 +625,8 @@ def _commit(
         version=run.version,
         params=parent.params if parent else index_params(run.cfg),
         segments=(parent.segments if parent else []) + [entry],
+        # The batches since the last compaction, and this one; the earlier ones
+        # stay in the ledger the parent points to (carried forward unchanged).
         batches=(parent.batches if parent else [])
         + [
             {
@@ -616,6 +637,7 @@ def _commit(
                 **counts,
             }
         ],
+        folded_batches=parent.folded_batches if parent else None,
     )
     report = merge_reports(
         {

@@ -6,6 +6,7 @@ Layout under ``--index DIR``::
     segments/<name>/docs/         one row per kept document (Parquet, sorted by doc)
     segments/<name>/bands/        (bucket, doc): one row per LSH band (sorted by bucket)
     segments/<name>/removed/      (doc, id): earlier documents this segment supersedes
+    segments/<name>/batches.jsonl a compacted segment: the batch ledger (below)
 
 A batch adds one segment; ``jobs/index_compact.py`` rewrites all live segments
 into one.  ``doc`` is XXH64 of the document id, an 8-byte join key: the band
@@ -36,14 +37,29 @@ first: the loser gets :class:`IndexConflict` and has changed nothing (a batch
 then runs again from the new version, ``--max-retries``).  There is no rename
 and no check-then-act anywhere in a commit.
 
+**The batch ledger keeps manifests small.**  A manifest lists the batches
+committed since the last compaction (``batches``, each with its counts: what
+makes a re-run of a batch ``already_applied``).  Compaction folds every batch
+known so far into ``batches.jsonl`` of the segment it writes (one JSON object a
+line) and commits a manifest whose ``batches`` is empty and whose
+``folded_batches`` says where they are (``{"segment", "count"}``); later
+batches carry ``folded_batches`` forward and append to ``batches``.  A manifest
+therefore holds at most the batches of one compaction period, and
+:meth:`CrawlIndex.find_batch` looks in both.  The ledger's segment is always one
+the manifest names (compaction writes both; batches keep both), so garbage
+collection never takes it from a manifest.  A manifest with ``folded_batches``
+has ``format_version`` 2: lsh-spark 0.2.0 reads only 1 and refuses it, where it
+would otherwise miss the folded batches and apply a retried batch twice.
+
 If the newest manifest cannot be read (empty or truncated after a power loss
 on a store without fsync), :meth:`CrawlIndex.current` falls back to the newest
 readable one and says so; the next commit takes the version after the damaged
-one.  Nothing is deleted by a commit: :meth:`CrawlIndex.collect_garbage` deletes
-a segment only when no retained manifest names it and its newest file is older
-than the retention period, so a segment another writer is about to commit
-survives; compaction retires a manifest only once its successor is older than
-the retention period, so a batch still reading that version finds its files.
+one.  Nothing is deleted by a commit: :meth:`CrawlIndex.collect_garbage`, run
+at the start of every batch and after every compaction, retires a manifest
+only once the next readable version is older than the retention period (a run
+still reading it has then run longer than that), and deletes a segment only
+when no remaining manifest names it and its newest file is older than the
+retention period, so a segment another writer is about to commit survives.
 """
 
 from __future__ import annotations
@@ -69,7 +85,14 @@ from lsh_spark.store import FileSystem
 
 log = logging.getLogger(__name__)
 
+# format_version of a manifest without a batch ledger (what lsh-spark 0.2.0 reads
+# and writes), and of one with ``folded_batches`` (0.2.0 refuses it: it would not
+# see the folded batches).  This release reads both.
 FORMAT_VERSION = 1
+FOLDED_FORMAT_VERSION = 2
+READ_FORMAT_VERSIONS = (FORMAT_VERSION, FOLDED_FORMAT_VERSION)
+# The batch ledger of a compacted segment: segments/<name>/LEDGER.
+LEDGER = "batches.jsonl"
 # Parameters that must match between an index and every batch added to it:
 # they decide the shingle sets, the signatures and the band keys.
 # An index of lsh-spark 0.2.0 records no "tokens": its words were cut as "space".
@@ -163,10 +186,19 @@ def continued_config(manifest: Manifest, cfg: DedupConfig) -> DedupConfig:
 
 @dataclass
 class Manifest:
+    """One index version: its live segments, and the batches it holds.
+
+    ``batches`` lists the batches committed since the last compaction;
+    ``folded_batches`` (``{"segment": name, "count": n}``, None before the first
+    compaction) says how many earlier ones the ledger of segment ``name`` holds
+    (module docstring; look a batch up with :meth:`CrawlIndex.find_batch`).
+    """
+
     version: int
     params: dict[str, Any]
     segments: list[dict[str, Any]] = field(default_factory=list)
     batches: list[dict[str, Any]] = field(default_factory=list)
+    folded_batches: dict[str, Any] | None = None
 
     @property
     def documents(self) -> int:
@@ -176,28 +208,51 @@ class Manifest:
     def bytes(self) -> int:
         return sum(s["bytes"] for s in self.segments)
 
-    def batch(self, batch_id: str) -> dict[str, Any] | None:
-        return next((b for b in self.batches if b["batch_id"] == batch_id), None)
+    @property
+    def batch_count(self) -> int:
+        """Every batch the index holds: folded into the ledger, then listed."""
+        folded = self.folded_batches["count"] if self.folded_batches else 0
+        return folded + len(self.batches)
+
+    @property
+    def format_version(self) -> int:
+        return FOLDED_FORMAT_VERSION if self.folded_batches else FORMAT_VERSION
+
+    def segment_names(self) -> set[str]:
+        """The segments this version needs: its live ones and its ledger's (one of
+        them, see :meth:`to_json`; named here too, so that no garbage collection
+        could take a ledger from a manifest)."""
+        names = {s["name"] for s in self.segments}
+        if self.folded_batches:
+            names.add(self.folded_batches["segment"])
+        return names
 
     def to_json(self, parent: int | None) -> str:
-        return (
-            json.dumps(
-                {
-                    "format_version": FORMAT_VERSION,
-                    "version": self.version,
-                    "parent": parent,
-                    "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "params": self.params,
-                    "segments": self.segments,
-                    "batches": self.batches,
-                    "documents": self.documents,
-                    "bytes": self.bytes,
-                },
-                indent=2,
-                sort_keys=True,
+        if self.folded_batches and self.folded_batches["segment"] not in {
+            s["name"] for s in self.segments
+        }:
+            # Compaction writes the ledger into the segment it commits and batches
+            # keep both: a manifest whose ledger lies elsewhere is a bug, refused
+            # before it is published.
+            raise IndexError(
+                f"--index: manifest version {self.version} points to the batch ledger "
+                f"of segment {self.folded_batches['segment']}, which it does not name; "
+                "nothing was committed"
             )
-            + "\n"
-        )
+        data = {
+            "format_version": self.format_version,
+            "version": self.version,
+            "parent": parent,
+            "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "params": self.params,
+            "segments": self.segments,
+            "batches": self.batches,
+            "documents": self.documents,
+            "bytes": self.bytes,
+        }
+        if self.folded_batches:
+            data["folded_batches"] = self.folded_batches
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
 class CrawlIndex:
@@ -257,18 +312,66 @@ class CrawlIndex:
                 raise ValueError("not a JSON object")
         except ValueError as exc:
             raise DamagedManifest(f"--index: manifest {path} is damaged ({exc})") from None
-        if data.get("format_version") != FORMAT_VERSION:
+        if data.get("format_version") not in READ_FORMAT_VERSIONS:
             raise IndexError(
                 f"--index: {path} has format_version "
                 f"{data.get('format_version')!r}; this lsh-spark reads "
-                f"{FORMAT_VERSION}"
+                f"{' and '.join(map(str, READ_FORMAT_VERSIONS))}"
             )
         return Manifest(
             version=int(data["version"]),
             params=data["params"],
             segments=data["segments"],
             batches=data["batches"],
+            folded_batches=data.get("folded_batches"),
         )
+
+    def find_batch(self, manifest: Manifest, batch_id: str) -> dict[str, Any] | None:
+        """The record of batch ``batch_id`` in ``manifest`` (its version, input,
+        commit time and counts), or None if the index does not hold it.
+
+        Looks in the manifest's ``batches``, then in the ledger of its
+        ``folded_batches``; a ledger that cannot be read raises
+        :class:`IndexError`, never "not applied" (that would apply the batch twice).
+        """
+        listed = next((b for b in manifest.batches if b["batch_id"] == batch_id), None)
+        if listed is not None or not manifest.folded_batches:
+            return listed
+        return next((b for b in self.read_ledger(manifest) if b["batch_id"] == batch_id), None)
+
+    def ledger_path(self, segment: str) -> str:
+        return f"{self.segment_path(segment)}/{LEDGER}"
+
+    def read_ledger(self, manifest: Manifest) -> list[dict[str, Any]]:
+        """The batches folded into the ledger ``manifest`` points to (none without one).
+
+        Raises :class:`IndexError` naming the file when it is missing, is not
+        JSON lines, or holds another number of batches than the manifest says.
+        """
+        folded = manifest.folded_batches
+        if not folded:
+            return []
+        path = self.ledger_path(folded["segment"])
+        what = f"the batch ledger {path} of index version {manifest.version}"
+        try:
+            entries = [json.loads(line) for line in self.fs.read_text(path).splitlines()]
+        except (OSError, ValueError) as exc:
+            raise IndexError(f"--index: cannot read {what} ({exc})") from None
+        if len(entries) != folded["count"] or not all(
+            isinstance(e, dict) and "batch_id" in e for e in entries
+        ):
+            raise IndexError(
+                f"--index: {what} holds {len(entries)} lines where the manifest says "
+                f"{folded['count']} batches: it is damaged"
+            )
+        return entries
+
+    def write_ledger(self, segment: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+        """Write ``entries`` as the batch ledger of ``segment`` (a new segment of this
+        run); return the manifest's ``folded_batches`` for it."""
+        text = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries)
+        self.fs.write_bytes(self.ledger_path(segment), text.encode())
+        return {"segment": segment, "count": len(entries)}
 
     def check_params(self, manifest: Manifest, cfg: DedupConfig) -> None:
         """Raise naming the first parameter where ``cfg`` differs from the index."""
@@ -423,8 +526,20 @@ class CrawlIndex:
         """Publish manifest ``new`` (version ``head + 1``, built on ``parent``).
 
         One exclusive create of the manifest file: raises :class:`IndexConflict`,
-        having changed nothing, if another run created that version first.
+        having changed nothing, if another run created that version first.  The
+        segments it adds must exist and are synced first (:meth:`FileSystem.sync`):
+        a manifest never names files that are missing or that a power cut can take
+        back.
         """
+        before = {s["name"] for s in parent.segments} if parent else set()
+        added = [self.segment_path(s["name"]) for s in new.segments if s["name"] not in before]
+        missing = [path for path in added if not self.fs.exists(path)]
+        if missing:
+            raise IndexError(
+                f"--index: version {new.version} would name {missing[0]}, which does not "
+                "exist; nothing was committed"
+            )
+        self.fs.sync(*added)
         maybe_die("index:before_manifest")
         text = new.to_json(parent.version if parent else None)
         path = self._manifest_path(new.version)
@@ -454,11 +569,12 @@ class CrawlIndex:
             return False
 
     def named_segments(self) -> set[str]:
-        """The segments that any readable manifest of the index names."""
+        """The segments that any readable manifest of the index names (with their
+        ledgers': :meth:`Manifest.segment_names`)."""
         named: set[str] = set()
         for version in self.versions():
             try:
-                named.update(s["name"] for s in self.load(version).segments)
+                named.update(self.load(version).segment_names())
             except (IndexError, OSError):  # damaged or gone: it names nothing readable
                 continue
         return named
@@ -482,10 +598,13 @@ class CrawlIndex:
 
         Always: manifest temporary files of versions already decided (at most
         ``head``) and, from older layouts, ``_staging/`` entries older than
-        ``retention_seconds``.  With ``retire_manifests`` (compaction): every
-        manifest older than the newest readable one whose successor is older
-        than ``retention_seconds``, then every segment no remaining manifest
-        names whose newest file is older than ``retention_seconds``.
+        ``retention_seconds``.  With ``retire_manifests`` (every batch, at its
+        start, and compaction): the manifests :meth:`_retired_manifests` names,
+        then every segment no remaining manifest names (as a live segment or as
+        its ledger's) whose newest file is older than ``retention_seconds``.
+        Never the newest readable manifest, nor a segment it or any other
+        remaining manifest names; ``head`` is left as it was (a batch commits
+        ``head + 1`` of the version it read).
         """
         cutoff_ms = (time.time() - retention_seconds) * 1000
         manifests = f"{self.root}/_manifests"
@@ -501,12 +620,15 @@ class CrawlIndex:
         staging = f"{self.root}/_staging"
         candidates = [f"{staging}/{n}" for n in self.fs.list_names(staging)]
         if retire_manifests:
-            live = set()
+            # Listed again after the retirement: a manifest committed meanwhile
+            # names its parent's segments (kept: its parent is the newest readable
+            # or younger than that) and a new, young segment (kept by age).
+            live: set[str] = set()
             for version in self.versions():
                 try:
-                    live.update(s["name"] for s in self.load(version).segments)
-                except DamagedManifest:
-                    continue
+                    live.update(self.load(version).segment_names())
+                except (DamagedManifest, FileNotFoundError):
+                    continue  # damaged, or retired by another run meanwhile: names nothing
             candidates += [
                 self.segment_path(n)
                 for n in self.fs.list_names(f"{self.root}/segments")
@@ -521,19 +643,40 @@ class CrawlIndex:
         return dead
 
     def _retired_manifests(self, cutoff_ms: float) -> list[str]:
-        """Manifests below the newest readable version whose successor is older
-        than ``cutoff_ms``."""
-        current = self.current()
+        """Manifests below the newest readable version whose successor, the next
+        readable version, was written before ``cutoff_ms``.
+
+        A run reads the newest readable manifest, so a manifest is read only
+        until its readable successor appears; a run still reading it started
+        before that, and has run longer than the retention period once the
+        successor is older than that.  The manifest a running batch read is
+        therefore never retired by construction (its successor is younger than
+        the retention period, or it has none) unless the batch outruns the
+        retention period; then its Spark job fails and it commits nothing.  A
+        damaged manifest is no successor: no run ever read it instead.  Nothing
+        here moves ``head`` (:meth:`current` is not called).
+        """
         found = sorted(
             (int(m.group(1)), t)
             for name, _, t in self.fs.fingerprint(f"{self.root}/_manifests")
             if (m := _MANIFEST.match(name.rsplit("/", 1)[-1]))
         )
-        return [
-            self._manifest_path(v)
-            for (v, _), (_, successor) in zip(found, found[1:], strict=False)
-            if current is not None and v < current.version and successor <= cutoff_ms
-        ]
+        readable = set()
+        for version, _ in found:
+            try:
+                self.load(version)
+            except (DamagedManifest, FileNotFoundError):
+                continue
+            readable.add(version)
+        if not readable:
+            return []
+        newest, retired, successor = max(readable), [], None
+        for version, mtime in reversed(found):
+            if version < newest and successor is not None and successor <= cutoff_ms:
+                retired.append(self._manifest_path(version))
+            if version in readable:
+                successor = mtime
+        return sorted(retired)
 
 
 def any_of(column: str, values: list) -> Any:
@@ -583,7 +726,7 @@ def describe(manifest: Manifest | None) -> dict[str, Any]:
         "bytes": manifest.bytes,
         "bytes_per_document": round(manifest.bytes / docs, 1) if docs else None,
         "segments": len(manifest.segments),
-        "batches": len(manifest.batches),
+        "batches": manifest.batch_count,
     }
 
 
@@ -596,11 +739,13 @@ def compact(
     """Rewrite the live index into one segment of files of about ``target_file_bytes``.
 
     The documents and band rows of live documents are unchanged (superseded
-    documents and their band rows are dropped, as reads already did); the
-    result is committed as the next version through the same compare-and-swap
-    as a batch (a batch that committed first makes this raise
-    :class:`IndexConflict`), then :meth:`CrawlIndex.collect_garbage` deletes
-    manifests and segments older than ``retention_seconds`` that no reader needs.
+    documents and their band rows are dropped, as reads already did), and every
+    batch the index holds is folded into the new segment's ledger (module
+    docstring), leaving the new manifest's ``batches`` empty; the result is
+    committed as the next version through the same compare-and-swap as a batch
+    (a batch that committed first makes this raise :class:`IndexConflict`),
+    then :meth:`CrawlIndex.collect_garbage` deletes manifests and segments older
+    than ``retention_seconds`` that no reader needs.
     """
     index = CrawlIndex(spark, root)
     manifest = index.current()
@@ -616,8 +761,17 @@ def compact(
         stats = index.write_segment(name, docs, bands, removed, manifest.bytes, target_file_bytes)
         entry = segment_entry(stats, version, None, "compacted")
         entry["compacted_from"] = [s["name"] for s in manifest.segments]
+        # Every batch known so far (the previous ledger's, then the listed ones)
+        # goes into the new segment's ledger: the previous ledger's segment is
+        # not named once this commits.  An unreadable ledger stops the compaction.
+        known = index.read_ledger(manifest) + manifest.batches
+        folded = index.write_ledger(name, known) if known else None
         new = Manifest(
-            version=version, params=manifest.params, segments=[entry], batches=manifest.batches
+            version=version,
+            params=manifest.params,
+            segments=[entry],
+            batches=[],
+            folded_batches=folded,
         )
         index.commit(manifest, new)
     except BaseException:

@@ -348,9 +348,19 @@ class FileSystem:
             _fsync_tree(self._p(path))
 
     def replace_text(self, path: str, text: str) -> None:
-        """Replace file ``path`` whole, so a reader sees the old or the new text: a
-        temporary file renamed over it (local disks, fsynced before the rename and
-        the directory after; HDFS), one PUT on object stores."""
+        """Replace file ``path`` whole, never leaving the name without a text that
+        :meth:`read_replaced` finds.
+
+        - local disks: a temporary file (fsynced) renamed over it, then the
+          directory fsynced: POSIX ``rename`` replaces in one step;
+        - object stores: one PUT;
+        - HDFS, whose move through libhdfs deletes an existing target and renames
+          again (the name is empty between the two): the old file is first
+          renamed to a backup ``.NAME.replaced-ID`` (one atomic rename), the new
+          one then renamed into the free name, and the backup deleted last.  A
+          kill between the renames leaves the backup, which
+          :meth:`read_replaced` reads (and puts back) in place of the name.
+        """
         if self.object_store:
             self.write_text(path, text)
             return
@@ -358,9 +368,35 @@ class FileSystem:
         tmp = f"{parent}/.{name}.{uuid.uuid4().hex[:12]}.tmp"
         self.write_text(tmp, text)
         self._drop_checksum(path)
+        if self._atomic_replace():
+            self._fs.move(self._p(tmp), self._p(path))
+            if self._local:
+                _fsync_dirs(posixpath.dirname(self._p(path)))
+            return
+        backup = f"{parent}/.{name}.replaced-{uuid.uuid4().hex[:12]}"
+        if self.exists(path):
+            self._fs.move(self._p(path), self._p(backup))
         self._fs.move(self._p(tmp), self._p(path))
-        if self._local:
-            _fsync_dirs(posixpath.dirname(self._p(path)))
+        self.delete(backup)
+
+    def _atomic_replace(self) -> bool:
+        """Whether a rename onto an existing file replaces it in one step."""
+        return self._local
+
+    def read_replaced(self, path: str) -> str | None:
+        """The text of a file written by :meth:`replace_text`, or None if there
+        is none: where a replace was cut short between its renames, the backup it
+        left is put back under the name and read."""
+        if self.exists(path):
+            return self.read_text(path)
+        parent, name = posixpath.split(path)
+        backups = [n for n in self.list_names(parent) if n.startswith(f".{name}.replaced-")]
+        if not backups:
+            return None
+        newest = max(backups, key=lambda n: self._info(f"{parent}/{n}").mtime_ns or 0)
+        self._fs.move(self._p(f"{parent}/{newest}"), self._p(path))
+        log.warning("%s was missing after a cut-short replace: its previous text is back", path)
+        return self.read_text(path)
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8")

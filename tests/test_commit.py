@@ -8,6 +8,7 @@ process.  Outputs are read back row by row with pyarrow.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import json
@@ -467,3 +468,43 @@ def test_s3_run_killed_before_its_commit_is_deleted_by_the_next(s3, spark):
     write_dataset(again.fs, again.path("clusters"), "again", 1)
     again.commit()
     assert again.fs.list_names(f"{out}/clusters") == ["_SUCCESS", "part-00000.parquet"]
+
+
+class _ClobberingMove:
+    """The move of libhdfs through pyarrow: onto an existing file it deletes the
+    target, then renames (the name is empty in between); the call numbered
+    ``die_at`` (from 1) stops between the two, as a kill there would."""
+
+    def __init__(self, fs, die_at=None):
+        self.real, self.calls, self.die_at = fs._fs, 0, die_at
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def move(self, src, dst):
+        self.calls += 1
+        if self.real.get_file_info(dst).type.name == "File":
+            self.real.delete_file(dst)
+        if self.calls == self.die_at:  # killed inside the move, before its rename
+            raise OSError("killed")
+        self.real.move(src, dst)
+
+
+@pytest.mark.parametrize("die_at", [None, 1, 2])
+def test_a_replace_on_a_store_whose_move_clobbers_never_loses_the_name(
+    tmp_path, monkeypatch, die_at
+):
+    """HDFS: a replace cut short at any point leaves the old text or the new one
+    (0.2.0 moved the new file over the old: killed inside that move, no text at all)."""
+    fs = FileSystem(None, str(tmp_path))
+    path = f"{tmp_path}/report.json"
+    fs.write_text(path, "old")
+    monkeypatch.setattr(FileSystem, "_atomic_replace", lambda self: False)
+    fs._fs = _ClobberingMove(fs, die_at)
+    with contextlib.suppress(OSError):
+        fs.replace_text(path, "new")
+    fs._fs = fs._fs.real
+    # Moves: 1 the old file to its backup, 2 the new one into the free name.
+    expected = {None: "new", 1: "old", 2: "old"}[die_at]
+    assert fs.read_replaced(path) == expected
+    assert fs.read_text(path) == expected  # the name holds it again

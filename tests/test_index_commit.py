@@ -28,6 +28,16 @@ def manifest(version: int, *segments: str) -> Manifest:
     return Manifest(version, PARAMS, segments=entries)
 
 
+def made(idx: CrawlIndex, version: int, *segments: str) -> Manifest:
+    """:func:`manifest` of segments that exist in ``idx`` (a marker file each):
+    a commit syncs the segments it adds, and refuses to name one that is missing."""
+    for name in segments:
+        marker = f"{idx.segment_path(name)}/docs/_SUCCESS"
+        if not idx.fs.exists(marker):
+            idx.fs.write_bytes(marker, b"")
+    return manifest(version, *segments)
+
+
 def race(n: int, fn) -> list:
     """Run ``fn(i)`` in ``n`` threads released together; results or exceptions."""
     barrier = threading.Barrier(n)
@@ -80,10 +90,10 @@ def test_concurrent_commits_from_one_version_one_wins_the_rest_conflict(
     spark, tmp_path, monkeypatch
 ):
     idx = CrawlIndex(spark, str(tmp_path / "index"))
-    idx.commit(None, manifest(1, "a"))
+    idx.commit(None, made(idx, 1, "a"))
     parent = idx.current()
     arrived = held_together(monkeypatch, 4)
-    out = race(4, lambda i: idx.commit(parent, manifest(2, "a", f"seg-{i}")))
+    out = race(4, lambda i: idx.commit(parent, made(idx, 2, "a", f"seg-{i}")))
     assert len(set(arrived)) == 4  # all four were inside the commit at once
     winners = [i for i, r in enumerate(out) if r is None]
     assert len(winners) == 1
@@ -93,24 +103,24 @@ def test_concurrent_commits_from_one_version_one_wins_the_rest_conflict(
 
 def test_a_link_that_fails_leaves_the_index_at_the_old_version(spark, tmp_path, monkeypatch):
     idx = CrawlIndex(spark, str(tmp_path / "index"))
-    idx.commit(None, manifest(1, "a"))
+    idx.commit(None, made(idx, 1, "a"))
 
     def no_space(*a):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "link", no_space)
     with pytest.raises(OSError, match="No space left"):
-        idx.commit(idx.current(), manifest(2, "a", "b"))
+        idx.commit(idx.current(), made(idx, 2, "a", "b"))
     monkeypatch.undo()
     assert idx.current().version == 1
     assert os.listdir(tmp_path / "index" / "_manifests") == ["v00000001.json"]
-    idx.commit(idx.current(), manifest(2, "a", "b"))
+    idx.commit(idx.current(), made(idx, 2, "a", "b"))
     assert idx.current().version == 2
 
 
 def test_a_damaged_newest_manifest_falls_back_with_a_warning(spark, tmp_path, caplog):
     idx = CrawlIndex(spark, str(tmp_path / "index"))
-    idx.commit(None, manifest(1, "a"))
+    idx.commit(None, made(idx, 1, "a"))
     (tmp_path / "index" / "_manifests" / "v00000002.json").write_text("")  # power loss
     with caplog.at_level(logging.WARNING, logger="lsh_spark.index"):
         m = idx.current()
@@ -118,8 +128,8 @@ def test_a_damaged_newest_manifest_falls_back_with_a_warning(spark, tmp_path, ca
     assert [s["version"] for s in idx.skipped] == [2]
     assert "v00000002.json is damaged" in caplog.text
     with pytest.raises(IndexConflict):  # version 2 is taken, even damaged
-        idx.commit(m, manifest(2, "a", "b"))
-    idx.commit(m, manifest(idx.head + 1, "a", "b"))
+        idx.commit(m, made(idx, 2, "a", "b"))
+    idx.commit(m, made(idx, idx.head + 1, "a", "b"))
     assert idx.current().version == 3 and idx.skipped == []
 
 
@@ -140,10 +150,10 @@ def test_garbage_collection_keeps_what_a_reader_or_writer_may_need(spark, tmp_pa
         (root / "segments" / seg / "docs").mkdir(parents=True)
         (root / "segments" / seg / "docs" / "part-0.parquet").write_bytes(b"x")
     (root / "segments" / "starting" / "_temporary").mkdir(parents=True)  # no file yet
-    idx.commit(None, manifest(1, "a"))
-    idx.commit(idx.current(), manifest(2, "a", "b"))
-    idx.commit(idx.current(), manifest(3, "b"))  # e.g. a compaction
-    idx.commit(idx.current(), manifest(4, "b", "c"))  # a batch after it
+    idx.commit(None, made(idx, 1, "a"))
+    idx.commit(idx.current(), made(idx, 2, "a", "b"))
+    idx.commit(idx.current(), made(idx, 3, "b"))  # e.g. a compaction
+    idx.commit(idx.current(), made(idx, 4, "b", "c"))  # a batch after it
     (root / "_manifests" / ".v00000004.json.0123abcd.tmp").write_text("{")  # killed writer
     (root / "_staging" / "old-layout").mkdir(parents=True)
     (root / "_staging" / "old-layout" / "part-0.parquet").write_bytes(b"x")
@@ -185,11 +195,11 @@ def test_the_s3_server_refuses_a_second_conditional_put(s3):
 def test_s3_commits_from_two_writers_at_once_one_wins_each_round(s3, spark, monkeypatch):
     idx = CrawlIndex(spark, "s3a://lsh-index/crawl")
     assert idx.current() is None
-    idx.commit(None, manifest(1, "seed"))
+    idx.commit(None, made(idx, 1, "seed"))
     for version in range(2, 6):
         parent = idx.current()
         arrived = held_together(monkeypatch, 2)
-        out = race(2, lambda i, p=parent, v=version: idx.commit(p, manifest(v, f"w{i}-{v}")))
+        out = race(2, lambda i, p=parent, v=version: idx.commit(p, made(idx, v, f"w{i}-{v}")))
         assert len(set(arrived)) == 2  # both writers were inside the commit at once
         assert sum(r is None for r in out) == 1, out
         assert sum(isinstance(r, IndexConflict) for r in out) == 1
@@ -197,7 +207,8 @@ def test_s3_commits_from_two_writers_at_once_one_wins_each_round(s3, spark, monk
         assert [s["name"] for s in idx.current().segments] == [f"w{winner}-{version}"]
     listed = s3.list_objects_v2(Bucket="lsh-index")["Contents"]
     keys = [o["Key"] for o in listed if not o["Key"].endswith("/")]  # not directory markers
-    assert keys == [f"crawl/_manifests/v0000000{v}.json" for v in range(1, 6)]
+    manifests = [f"crawl/_manifests/v0000000{v}.json" for v in range(1, 6)]
+    assert [k for k in keys if "/segments/" not in k] == manifests  # nothing else written
 
 
 @pytest.mark.s3
@@ -210,7 +221,7 @@ def test_an_s3_manifest_put_whose_answer_is_lost_commits_and_keeps_its_segment(s
 
     upstream = spark.conf.get("spark.hadoop.fs.s3a.endpoint")
     idx = CrawlIndex(spark, "s3a://lsh-index/crawl")
-    idx.commit(None, manifest(1, "seed"))
+    idx.commit(None, made(idx, 1, "seed"))
     s3.put_object(Bucket="lsh-index", Key="crawl/segments/mine/docs/part-0.parquet", Body=b"x")
     proxy = LosingProxy(
         upstream,
@@ -244,9 +255,9 @@ def test_an_s3_manifest_put_whose_answer_is_lost_commits_and_keeps_its_segment(s
 
 def test_discard_keeps_a_segment_that_a_manifest_names_and_deletes_the_others(spark, tmp_path):
     idx = CrawlIndex(spark, str(tmp_path / "index"))
-    idx.commit(None, manifest(1, "named"))
+    idx.commit(None, made(idx, 1, "named"))
     for name in ("named", "orphan"):
-        (tmp_path / "index" / "segments" / name).mkdir(parents=True)
+        (tmp_path / "index" / "segments" / name).mkdir(parents=True, exist_ok=True)
         (tmp_path / "index" / "segments" / name / "part-0.parquet").write_bytes(b"x")
     idx.discard(["named", "orphan"])
     assert sorted(os.listdir(tmp_path / "index" / "segments")) == ["named"]
