@@ -487,9 +487,8 @@ def pairs_written(
     if cfg.pairs == "edges":
         return {
             "mode": "edges",
-            "meaning": "verified edges that connect each cluster: a star edge from each copy "
-            "of a text to its smallest id, a spanning forest inside each block family, "
-            "verified pairs of representatives",
+            "meaning": "a maximum-similarity spanning forest of each cluster's verified "
+            "edges: one row per removed document",
         }
     estimate = int(dups.all_pairs_frame(candidates, blocks).first()["all_pairs"] or 0)
     if estimate > cfg.max_all_pairs:

@@ -430,3 +430,55 @@ def apply_keep_policy(clusters: DataFrame, docs: DataFrame, policy: str) -> Data
             .drop("text_len")
         )
     raise ValueError(f"--keep: got {policy!r}; allowed: min-id | longest")
+
+
+# The pairs/ rows of one cluster above which they are written as verified, not
+# reduced to a forest: one task holds a cluster's rows (about 100 bytes each).
+FOREST_MAX_EDGES = 4_000_000
+# How pairs/ ranks an edge for the forest: the closest pairs first.
+CLOSER_FIRST = {"jaccard": False, "cosine": False, "hamming": True, "distance": True}
+
+
+def forest_of_clusters(pairs: DataFrame, clusters: DataFrame) -> DataFrame:
+    """``pairs`` reduced to a spanning forest of every cluster: the same clusters,
+    at most ``cluster_size - 1`` rows each, so one per document not kept.
+
+    Each row is labelled with its cluster, the rows are partitioned by cluster
+    (every cluster in one task), and each task ranks its rows closest first
+    (``CLOSER_FIRST``: the highest ``jaccard`` or ``cosine``, the lowest
+    ``hamming`` or ``distance``), then by ``(id_a, id_b)``, and keeps
+    :func:`spanning_forest` of them: each cluster's maximum-similarity
+    spanning forest, the same however the rows are partitioned.  A task with
+    more than ``FOREST_MAX_EDGES`` rows keeps them all.  ``pairs``: ``(id_a,
+    id_b, measure)`` rows whose two ends are in one cluster; ``clusters``: the
+    ``(id, cluster_id, cluster_size)`` of :func:`connected_components`.
+    """
+    measure = next(c for c in pairs.columns if c in CLOSER_FIRST)
+    keys = [
+        (measure, "ascending" if CLOSER_FIRST[measure] else "descending"),
+        ("id_a", "ascending"),
+        ("id_b", "ascending"),
+    ]
+    columns = pairs.columns
+    labels = clusters.filter(F.col("cluster_size") > 1).select(
+        F.col("id").alias("id_a"), "cluster_id"
+    )
+
+    def forest(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = list(batches)
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches).select(columns)
+        if table.num_rows > FOREST_MAX_EDGES:
+            yield from table.to_batches()
+            return
+        ranked = table.take(pc.sort_indices(table, sort_keys=keys))
+        ids = pa.chunked_array(ranked["id_a"].chunks + ranked["id_b"].chunks, ranked["id_a"].type)
+        encoded = pc.dictionary_encode(ids).combine_chunks()
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        m = ranked.num_rows
+        keep = spanning_forest(codes[:m], codes[m:], len(encoded.dictionary))
+        yield from ranked.take(pa.array(keep)).to_batches()
+
+    labelled = pairs.join(labels, "id_a")
+    return labelled.repartition("cluster_id").mapInArrow(forest, pairs.schema)

@@ -601,9 +601,8 @@ class DedupConfig:
     )
     pairs: str = option(
         "edges",
-        "what pairs/ holds: 'edges' (verified edges enough to connect each cluster: star "
-        "edges from copies of a text to its smallest id, a spanning forest inside each "
-        "block family, one edge per verified pair of representatives) or 'all' (every "
+        "what pairs/ holds: 'edges' (a maximum-similarity spanning forest of each "
+        "cluster's verified edges, one row per removed document) or 'all' (every "
         "verified pair, for small corpora; bounded by --max-all-pairs); clusters/ is the same",
         choices=PAIRS_MODES,
     )

@@ -337,6 +337,11 @@ class StagewiseOutput(_KnownSchemas):
         df.write.mode("error").options(**options).parquet(self.staged(name))
         self._record(df, name)
 
+    def replace(self, df: DataFrame, name: str) -> None:
+        """Write ``df`` as this stage's ``name`` (``df`` may read the one there,
+        which stays in place until the commit)."""
+        self.write(df, name)
+
     def write_json(self, name: str, data: Any) -> None:
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
         self.fs.write_text(self.staged(name), text)

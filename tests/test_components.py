@@ -6,7 +6,12 @@ from chispa import assert_df_equality
 from pyspark.sql import types as T
 from reference import reference_components
 
-from lsh_spark.components import ClusteringDidNotConverge, apply_keep_policy, connected_components
+from lsh_spark.components import (
+    ClusteringDidNotConverge,
+    apply_keep_policy,
+    connected_components,
+    forest_of_clusters,
+)
 from lsh_spark.session import local_frame
 
 OUT = T.StructType(
@@ -311,3 +316,51 @@ def test_kept_documents_filter_the_input_by_a_broadcast_id_list(spark, monkeypat
         "doc_id string, text string, n int, cluster_size long",
     )
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+def _forest_rows(spark, rows, measure, partitions):
+    pairs = spark.createDataFrame(rows, f"id_a string, id_b string, {measure} double")
+    ids = sorted({r[0] for r in rows} | {r[1] for r in rows})
+    clusters = connected_components(pairs, local_frame(spark, [(i,) for i in ids], "id string"))
+    forest = forest_of_clusters(pairs.repartition(partitions), clusters)
+    return sorted(tuple(r) for r in forest.collect()), ids
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_pairs_become_a_maximum_similarity_spanning_forest(spark, partitions):
+    rows = [
+        # A triangle: the two closest edges stay, the 0.80 one closes a cycle.
+        ("a", "b", 0.90), ("b", "c", 0.95), ("a", "c", 0.80),
+        # A square with a diagonal, and a tie broken by (id_a, id_b).
+        ("d", "e", 0.7), ("e", "f", 0.7), ("f", "g", 0.7), ("d", "g", 0.7), ("d", "f", 0.99),
+        # One edge: stays.
+        ("x", "y", 0.6),
+    ]  # fmt: skip
+    forest, ids = _forest_rows(spark, rows, "jaccard", partitions)
+    assert forest == [
+        ("a", "b", 0.90), ("b", "c", 0.95),
+        ("d", "e", 0.7), ("d", "f", 0.99), ("d", "g", 0.7),
+        ("x", "y", 0.6),
+    ]  # fmt: skip
+    # One row per document beyond the first of its cluster, the same clusters.
+    assert len(forest) == len(ids) - 3
+    kept = reference_components(ids, [(a, b) for a, b, _ in forest])
+    assert kept == reference_components(ids, [(a, b) for a, b, _ in rows])
+
+
+def test_a_distance_forest_keeps_the_nearest_pairs(spark):
+    rows = [("a", "b", 3.0), ("b", "c", 1.0), ("a", "c", 2.0)]
+    forest, _ = _forest_rows(spark, rows, "hamming", 2)
+    assert forest == [("a", "c", 2.0), ("b", "c", 1.0)]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_random_graph_keeps_its_components_in_its_forest(spark, seed):
+    rng = random.Random(seed)
+    ids = [f"d{i:03d}" for i in range(200)]
+    edges = {tuple(sorted(rng.sample(ids, 2))) for _ in range(400)}
+    rows = [(a, b, round(rng.uniform(0.5, 1.0), 3)) for a, b in sorted(edges)]
+    forest, seen = _forest_rows(spark, rows, "jaccard", 4)
+    components = reference_components(seen, [(a, b) for a, b, _ in rows])
+    assert reference_components(seen, [(a, b) for a, b, _ in forest]) == components
+    assert len(forest) == len(seen) - len({root for root, _ in components.values()})

@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lsh_spark.components import apply_keep_policy, connected_components
+from lsh_spark.components import apply_keep_policy, connected_components, forest_of_clusters
 from lsh_spark.config import DedupConfig
 from lsh_spark.readers import read_corpus
 from lsh_spark.report import CLUSTER_SIZE_ROWS
@@ -96,6 +96,15 @@ def stage_cluster(
     row = seen.result(out, "clusters")
     written = out.read("clusters")
     kept = written.filter("keep")
+    edges = None
+    if cfg.pairs == "edges":
+        with timer("forest"):
+            # pairs/ as a spanning forest of each cluster: one row per removed document.
+            forest, counted = observed(
+                forest_of_clusters(out.read("pairs"), written), rows=F.count(F.lit(1))
+            )
+            out.replace(forest, "pairs")
+            edges = counted.result(out, "pairs")["rows"]
     if deduped:
         with timer("deduped"):
             raw, facts = read_corpus(spark, input_path, cfg)
@@ -120,6 +129,7 @@ def stage_cluster(
             "largest_cluster": row["largest"],
             "deduped_documents": row["kept"],
             "removed_documents": row["docs"] - row["kept"],
+            **({} if edges is None else {"forest_edges": edges}),
         },
         "cluster_size_histogram": sizes,
         "seconds": timer.seconds,
