@@ -5,7 +5,7 @@
     spark-submit --master 'local[2]' bench/block_kernel.py --run DIR
 
 Extracts the largest block group (members, shingle sets, block keys) with
-Spark, then runs ``lsh_spark.jaccard._verify_block`` on every share of it, one
+Spark, then runs ``lsh_spark.blocks._verify_block`` on every share of it, one
 after the other in this process, the way the verification tasks do; prints
 the kernel's seconds, the pairs and the time per pair.
 """
@@ -36,7 +36,7 @@ def main() -> None:
 
     from pyspark.sql import functions as F
 
-    from lsh_spark import jaccard as V
+    from lsh_spark import blocks as V
     from lsh_spark.session import build_session
 
     spark = build_session("lsh-spark bench block kernel")

@@ -38,11 +38,20 @@ base documents are mosaics.
 Writes ``corpus.jsonl`` (``id``, ``text``, ``family``) and ``meta.json``.  The
 ``family`` column is ground truth for where to look; true pairs are measured by
 ``bench/quality.py`` with exact Jaccard, never assumed.
+
+Memory grows with ``--n`` by 12 bytes a document, not by the documents: each record
+goes to disk as it is made, into ``.corpus.jsonl.unshuffled`` in ``--out`` (deleted at
+the end), and ``corpus.jsonl`` is that file's lines in the order of a shuffled array of
+line numbers, read back one line at a time.  The random stream is the one an in-memory
+build would use (the shuffle comes after every record is made), so a corpus is the same
+bytes as before for the same options and ``--seed``.  Disk: the corpus twice while it is
+written.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -50,6 +59,7 @@ import re
 import subprocess
 import sys
 import zlib
+from array import array
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -121,6 +131,31 @@ def perturb_surface(text: str, rng: random.Random) -> str:
     return text.replace(". ", " ... ")
 
 
+class Spool:
+    """The corpus's records in the order they are made, on disk: the file's lines and
+    where each ends, 8 bytes a record in memory instead of the record."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fh = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 (closed by write)
+        self.ends = array("q")
+        self.size = 0
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def add(self, doc: dict) -> None:
+        line = (json.dumps(doc, ensure_ascii=False) + "\n").encode("utf-8")
+        self.fh.write(line)
+        self.size += len(line)
+        self.ends.append(self.size)
+
+    def discard(self) -> None:
+        self.fh.close()
+        if os.path.exists(self.path):
+            os.remove(self.path)
+
+
 def copy_group_sizes(n_copies: int, exponent: float, largest: int, rng: random.Random):
     """Numbers of copies per group adding up to ``n_copies``: the largest group first,
     then draws from a discrete power law P(k) ~ k^-exponent, k >= 1, cut at ``largest``."""
@@ -134,14 +169,15 @@ def copy_group_sizes(n_copies: int, exponent: float, largest: int, rng: random.R
     return sizes
 
 
-def copy_docs(args: argparse.Namespace, base: BasePool, rng: random.Random, vocab) -> list:
+def copy_docs(
+    args: argparse.Namespace, base: BasePool, rng: random.Random, vocab, docs: Spool
+) -> None:
     """The web or flat shape: groups of copies of one original each, then singletons."""
     n_copies = int(args.n * args.copy_share)
     if args.shape == "web":
         sizes = copy_group_sizes(n_copies, args.exponent, args.largest, rng)
     else:
-        sizes = [1] * n_copies
-    docs: list[dict] = []
+        sizes = itertools.repeat(1, n_copies)
     for g, size in enumerate(sizes):
         orig = base.pop()
         family = f"w{g:07d}"
@@ -151,21 +187,29 @@ def copy_docs(args: argparse.Namespace, base: BasePool, rng: random.Random, voca
         # every smallest-id rule (a bounded bucket's star centre, a representative).
         first = zlib.crc32(family.encode()) % (size + 1)
         numbers = [first] + [m for m in range(size + 1) if m != first]
-        docs.append({"id": f"{family}-{first}", "text": orig, "family": family, "original": True})
+        docs.add({"id": f"{family}-{first}", "text": orig, "family": family, "original": True})
         for m in numbers[1:]:
             if rng.random() < 0.5:
                 text = perturb_surface(orig, rng)
             else:
                 text = mutate(orig, rng.choice([0.005, 0.01, 0.02]), rng, vocab)
-            docs.append({"id": f"{family}-{m}", "text": text, "family": family})
+            docs.add({"id": f"{family}-{m}", "text": text, "family": family})
     s = 0
     while len(docs) < args.n:
-        docs.append({"id": f"s{s:07d}", "text": base.pop(), "family": f"s{s:07d}"})
+        docs.add({"id": f"s{s:07d}", "text": base.pop(), "family": f"s{s:07d}"})
         s += 1
-    return docs
 
 
 def build(args: argparse.Namespace) -> dict:
+    os.makedirs(args.out, exist_ok=True)
+    docs = Spool(os.path.join(args.out, ".corpus.jsonl.unshuffled"))
+    try:
+        return make(args, docs)
+    finally:
+        docs.discard()
+
+
+def make(args: argparse.Namespace, docs: Spool) -> dict:
     rng = random.Random(args.seed)
     lo, hi = args.words
     base = []
@@ -183,20 +227,20 @@ def build(args: argparse.Namespace) -> dict:
     vocab = sorted({w for c in unique[:2000] for w in c.split()})
     base = BasePool(unique, rng, lo, hi)
     if args.shape != "planted":
-        return write(args, copy_docs(args, base, rng, vocab), base, {"shape": args.shape})
+        copy_docs(args, base, rng, vocab, docs)
+        return write(args, docs, base, {"shape": args.shape})
 
     n = args.n
     n_template = int(n * args.template_share)
     n_exact = int(n * args.exact_share)
     n_family = int(n * args.family_share)
-    docs: list[dict] = []
     # Large families of near-identical copies.
     for b in range(args.big_families):
         orig = base.pop()
         size = rng.randint(*args.big_family_size)
         for m in range(size):
             rate = rng.choice([0.0, 0.005, 0.01, 0.02, 0.03]) if m else 0.0
-            docs.append(
+            docs.add(
                 {
                     "id": f"b{b:03d}-{m:05d}",
                     "text": mutate(orig, rate, rng, vocab),
@@ -209,10 +253,10 @@ def build(args: argparse.Namespace) -> dict:
     while len(docs) < n_family:
         orig = base.pop()
         size = rng.randint(2, args.max_family)
-        docs.append({"id": f"f{fam:06d}-0", "text": orig, "family": f"f{fam:06d}"})
+        docs.add({"id": f"f{fam:06d}-0", "text": orig, "family": f"f{fam:06d}"})
         for m in range(1, size):
             rate = rng.choice([0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12])
-            docs.append(
+            docs.add(
                 {
                     "id": f"f{fam:06d}-{m}",
                     "text": mutate(orig, rate, rng, vocab),
@@ -223,10 +267,8 @@ def build(args: argparse.Namespace) -> dict:
     # Exact copies of existing family originals or singletons.
     for e in range(n_exact):
         orig = base.pop()
-        docs.append({"id": f"e{e:06d}-0", "text": orig, "family": f"e{e:06d}"})
-        docs.append(
-            {"id": f"e{e:06d}-1", "text": perturb_surface(orig, rng), "family": f"e{e:06d}"}
-        )
+        docs.add({"id": f"e{e:06d}-0", "text": orig, "family": f"e{e:06d}"})
+        docs.add({"id": f"e{e:06d}-1", "text": perturb_surface(orig, rng), "family": f"e{e:06d}"})
     # The skewed template family.
     template = " ".join(base.pop().split()[:200] + base.pop().split()[:200])
     for t in range(n_template):
@@ -234,11 +276,11 @@ def build(args: argparse.Namespace) -> dict:
         insert = base.sample().split()[: rng.randint(5, 25)]
         pos = rng.randrange(len(words))
         words[pos:pos] = insert
-        docs.append({"id": f"t{t:06d}", "text": " ".join(words), "family": "template"})
+        docs.add({"id": f"t{t:06d}", "text": " ".join(words), "family": "template"})
     # Singletons fill the rest.
     s = 0
     while len(docs) < n:
-        docs.append({"id": f"s{s:07d}", "text": base.pop(), "family": f"s{s:07d}"})
+        docs.add({"id": f"s{s:07d}", "text": base.pop(), "family": f"s{s:07d}"})
         s += 1
     meta = {
         "families": fam,
@@ -249,12 +291,22 @@ def build(args: argparse.Namespace) -> dict:
     return write(args, docs, base, meta)
 
 
-def write(args: argparse.Namespace, docs: list[dict], base: BasePool, meta: dict) -> dict:
-    base.rng.shuffle(docs)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "corpus.jsonl"), "w", encoding="utf-8") as fh:
-        for d in docs:
-            fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+def write(args: argparse.Namespace, docs: Spool, base: BasePool, meta: dict) -> dict:
+    """``corpus.jsonl``: the spooled records shuffled.  The order is that of shuffling a
+    list of the records with ``base.rng`` (``shuffle`` draws the same numbers for any
+    sequence of that length), one line read at a time."""
+    docs.fh.close()
+    order = array("I" if len(docs) < 2**32 else "q", range(len(docs)))
+    base.rng.shuffle(order)
+    ends = docs.ends
+    fd = os.open(docs.path, os.O_RDONLY)
+    try:
+        with open(os.path.join(args.out, "corpus.jsonl"), "wb", buffering=1 << 20) as fh:
+            for i in order:
+                start = ends[i - 1] if i else 0
+                fh.write(os.pread(fd, ends[i] - start, start))
+    finally:
+        os.close(fd)
     meta = {
         "documents": len(docs),
         **meta,

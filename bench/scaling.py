@@ -39,7 +39,7 @@ from compare import ALL_PAIRS_BOUND, measured_dedup  # noqa: E402
 from make_corpus import build_once  # noqa: E402
 from reference import jaccard, word_shingles  # noqa: E402
 
-STAGES = ("read", "signatures", "candidates", "verify", "cluster", "deduped")
+STAGES = ("read", "signatures", "candidates", "verify", "cluster", "forest", "deduped")
 
 
 def corpus(args: argparse.Namespace, n: int, share: float) -> str:
@@ -150,7 +150,7 @@ def main() -> None:
     )
     print("|" + "---|" * (len(STAGES) + 11))
     for r in rows:
-        st = " | ".join(f"{r['stage_seconds'][s]:.1f}" for s in STAGES)
+        st = " | ".join(f"{r['stage_seconds'][s] or 0:.1f}" for s in STAGES)
         print(
             f"| {r['documents']} | {r['template_share']:g} | {r['wall_seconds']} | {st} "
             f"| {r['ms_per_document']} | {r['candidate_pairs']} | {r['verified_pairs']} "

@@ -33,7 +33,7 @@ sys.path.insert(0, HERE)
 
 from compare import spark_submit  # noqa: E402
 
-from lsh_spark.stages.common import job_tag, stage_of_job  # noqa: E402
+from lsh_spark.session import job_tag, stage_of_job  # noqa: E402
 
 JOBS = (("signatures", True), ("candidates", False), ("verify", False), ("cluster", True))
 DATASETS = ("shingles", "signatures", "candidates", "blocks", "pairs", "clusters", "deduped")

@@ -36,9 +36,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from lsh_spark.config import DedupConfig  # noqa: E402
+from lsh_spark.config import DedupConfig, pstable_probability  # noqa: E402
 from lsh_spark.pipeline import run_dedup  # noqa: E402
-from lsh_spark.vectors import pstable_probability  # noqa: E402
 
 
 def brute_force(x: np.ndarray, radius: float, block: int = 2048) -> set[tuple[int, int]]:

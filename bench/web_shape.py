@@ -180,6 +180,11 @@ def run_one(args: argparse.Namespace, n: int, shape: str) -> dict:
         "stage_seconds": {s: report["seconds"].get(s) for s in STAGES},
         "pairs_rows": pairs,
         "pairs_per_document": round(pairs / docs, 3),
+        "pairs_per_removed_document": round(
+            pairs / max(1, report["counts"]["removed_documents"]), 3
+        ),
+        # report.json's CPU seconds by stage and process (driver, JVM, Python workers).
+        "stage_cpu_seconds": {s: report.get("cpu_seconds", {}).get(s) for s in STAGES},
         "input_bytes_read_per_input_byte": round(read / in_bytes, 2),
         "shuffle_bytes_per_input_byte": round(sum(shuffle.values()) / in_bytes, 2),
         "shuffle_bytes_by_stage": shuffle,
@@ -191,6 +196,26 @@ def run_one(args: argparse.Namespace, n: int, shape: str) -> dict:
     }
     print(json.dumps(row), flush=True)
     return row
+
+
+def print_stage_cpu(rows: list[dict]) -> None:
+    """CPU seconds per GB of input by stage: driver, JVM, Python workers (report.json)."""
+    kinds = ("driver", "jvm", "python_workers")
+    print("\nCPU seconds per GB of input, by stage: driver / JVM / Python workers (wall)")
+    print("| documents | shape | " + " | ".join(STAGES) + " |")
+    print("|" + "---|" * (len(STAGES) + 2))
+    for r in rows:
+        gb = r["input_bytes"] / 1e9
+        cells = []
+        for stage in STAGES:
+            cpu = r["stage_cpu_seconds"].get(stage) or {}
+            wall = (r["stage_seconds"].get(stage) or 0) / gb
+            cells.append(
+                " / ".join(f"{cpu.get(k, 0) / gb:.1f}" for k in kinds) + f" ({wall:.1f})"
+                if cpu
+                else "-"
+            )
+        print(f"| {r['documents']:,} | {r['shape']} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -242,6 +267,7 @@ def main() -> None:
             ratios[key] = round(b["wall_seconds"] / a["wall_seconds"], 2)
     for k, v in ratios.items():
         print(f"{k}: {v}")
+    print_stage_cpu(rows)
     name = f"web_shape-{args.sizes.replace(',', '_')}-{args.shapes.replace(',', '_')}.json"
     with open(os.path.join(args.work, name), "w", encoding="utf-8") as fh:
         json.dump({"rows": rows, "ratios": ratios}, fh, indent=2)

@@ -38,10 +38,9 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lsh_spark.banding import candidate_probability
+from lsh_spark.block_matrix import block_pairs
 from lsh_spark.caching import cached
-from lsh_spark.config import VECTOR_METHODS, DedupConfig
-from lsh_spark.jaccard import block_pairs
+from lsh_spark.config import VECTOR_METHODS, DedupConfig, candidate_probability
 from lsh_spark.normalize import prepare
 from lsh_spark.readers import InputError, read_corpus
 from lsh_spark.shingle import add_shingles

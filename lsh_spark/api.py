@@ -293,6 +293,7 @@ def connected_components(
     [(1, 1, 3), (2, 1, 3), (3, 1, 3), (7, 7, 2), (8, 7, 2)]
     """
     from lsh_spark.components import connected_components as components
+    from lsh_spark.stages.rounds import saved_rounds
 
     if vertices is None:
         vertices = (
@@ -300,7 +301,7 @@ def connected_components(
             .union(edges.select(F.col("id_b").alias("id")))
             .distinct()
         )
-    return components(edges, vertices, max_iterations, checkpoint_dir)
+    return components(edges, vertices, max_iterations, saved_rounds(checkpoint_dir))
 
 
 # -- shared ----------------------------------------------------------------------

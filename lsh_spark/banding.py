@@ -1,79 +1,16 @@
-"""LSH banding: choose ``(b, r)``, describe the S-curve, explode band keys.
+"""LSH banding: explode band keys.
 
-A pair with Jaccard similarity ``s`` agrees on one MinHash value with
-probability ``s``; on all ``r`` rows of a band with ``s**r``; and shares at least
-one of ``b`` bands with ``P(s) = 1 - (1 - s**r)**b`` (Leskovec, Rajaraman and
-Ullman, *Mining of Massive Datasets*, ch. 3.4).  Because every candidate is
-verified exactly, false positives cost only work while false negatives are lost
-for good, so the default choice puts ``P(threshold)`` at or above
-``target_recall`` and, among such choices, takes the one with the least expected
-work on dissimilar pairs, ``integral_0^t P(s) ds``.
-
-Example
--------
->>> choose_bands(0.8, 128, 0.99)
-(16, 6)
->>> round(candidate_probability(0.8, 16, 6), 4)
-0.9923
+Each document's signature is cut into ``b`` bands of ``r`` rows; documents
+whose rows of a band all agree share that band's bucket key and become
+candidates.  ``(b, r)`` is the run's
+:meth:`~lsh_spark.config.DedupConfig.band_params`, chosen on the S-curve by
+:func:`lsh_spark.config.choose_bands`.
 """
 
 from __future__ import annotations
 
-import math
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-
-
-def candidate_probability(s: float, b: int, r: int) -> float:
-    """Probability that a pair of Jaccard ``s`` shares at least one band."""
-    return 1.0 - (1.0 - s**r) ** b
-
-
-def _false_positive_area(t: float, b: int, r: int, steps: int = 400) -> float:
-    """``integral_0^t P(s) ds`` by the midpoint rule (work spent below threshold)."""
-    h = t / steps
-    return sum(candidate_probability((i + 0.5) * h, b, r) for i in range(steps)) * h
-
-
-def choose_bands(threshold: float, num_perm: int, target_recall: float = 0.99) -> tuple[int, int]:
-    """Recall-biased ``(b, r)`` with ``b * r <= num_perm``.
-
-    For every ``r`` the least ``b`` with ``P(threshold) >= target_recall`` is
-    found; among those that fit in ``num_perm`` the one with the smallest
-    below-threshold area wins (ties: fewer bands).  If no choice reaches the
-    target, the one with the highest ``P(threshold)`` is returned.
-    """
-    best: tuple[float, int, int] | None = None
-    fallback: tuple[float, int, int] | None = None
-    for r in range(1, num_perm + 1):
-        max_b = num_perm // r
-        p_row = threshold**r
-        if p_row >= 1.0:
-            need = 1
-        elif math.log1p(-p_row) == 0.0:  # s**r underflows: no b can reach the target
-            need = max_b + 1
-        else:
-            need = math.ceil(math.log1p(-target_recall) / math.log1p(-p_row))
-        if need <= max_b:
-            cost = _false_positive_area(threshold, need, r)
-            key = (cost, need, r)
-            if best is None or key < best:
-                best = key
-        p_at_t = candidate_probability(threshold, max_b, r)
-        if fallback is None or (-p_at_t, max_b, r) < fallback:
-            fallback = (-p_at_t, max_b, r)
-    chosen = best if best is not None else fallback
-    assert chosen is not None
-    return chosen[1], chosen[2]
-
-
-def s_curve(b: int, r: int, points: int = 21) -> list[dict[str, float]]:
-    """``[{"s": s, "p": P(s)}, ...]`` on an even grid of ``points`` similarities."""
-    return [
-        {"s": round(i / (points - 1), 4), "p": candidate_probability(i / (points - 1), b, r)}
-        for i in range(points)
-    ]
 
 
 def band_key(signature: str, band: Column, rows: int) -> Column:

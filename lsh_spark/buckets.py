@@ -15,7 +15,7 @@ the work:
 * buckets of different bands holding the same members produce their pairs once;
 * a bucket of ``block_min_size`` members or more (a large family) produces no
   pair rows at all: its member set becomes one *block* that
-  :func:`lsh_spark.jaccard.verify_blocks` checks whole with a matrix product;
+  :func:`lsh_spark.blocks.verify_blocks` checks whole with a matrix product;
 * a bucket with more than ``max_bucket_size`` members (boilerplate, templates)
   produces star edges from its smallest id to every other member, ``n - 1``
   pairs instead of ``n (n - 1) / 2``, and (with :func:`bucket_members`'

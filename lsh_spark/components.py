@@ -19,11 +19,15 @@ A graph of up to ``LOCAL_FINISH_EDGES`` edges (after the contraction, or known
 from the start) is finished in one task instead, which gives every node its
 root and its component's size (:func:`component_roots`).
 
-With a checkpoint directory the rounds *resume*: round ``k``'s edges are saved
-as ``cc-<key>/round-<k>`` (``key`` a fingerprint of the input edges), the
-round before is deleted once it is saved, and a call that reaches its round
-limit stops with :class:`ClusteringDidNotConverge` leaving the last round in
-place; the next call on the same edges and directory continues from it.
+Where the rounds are kept is the caller's (``checkpoints``, a
+:class:`Rounds` for the edges): by default local checkpoints, which nothing
+finds again; with :func:`lsh_spark.stages.rounds.saved_rounds` of a checkpoint
+directory the rounds *resume*: round ``k``'s edges are saved as
+``cc-<key>/round-<k>`` (``key`` a fingerprint of the input edges,
+:func:`edges_key`), the round before is deleted once it is saved, and a call
+that reaches its round limit stops with :class:`ClusteringDidNotConverge`
+leaving the last round in place; the next call on the same edges and
+directory continues from it.  This module reads and writes no files itself.
 
 Example
 -------
@@ -39,7 +43,8 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -48,7 +53,6 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from lsh_spark.errors import LshSparkError
-from lsh_spark.store import FileSystem
 
 # Label-propagation sweeps per partition; an unfinished contraction is still
 # correct (see local_roots), only less of a reduction.
@@ -275,11 +279,44 @@ def edges_key(edges: DataFrame) -> str:
     return f"{row['n']}-{int(row['h'] or 0) % (1 << 64):016x}"
 
 
+class Rounds(Protocol):
+    """Where :func:`connected_components` keeps the edges of its rounds, and
+    finds them again."""
+
+    def last(self) -> tuple[int, DataFrame | None]:
+        """The last round kept and its edges, or ``(0, None)``."""
+
+    def where(self, k: int) -> str:
+        """The error message's note of where round ``k`` is kept."""
+
+    def __call__(self, df: DataFrame, k: int) -> DataFrame:
+        """Round ``k``'s edges kept; the same edges, read from where they are kept."""
+
+
+# ``checkpoints`` of connected_components: the Rounds of an edge list, from the
+# edges and whether they are contracted first.
+Checkpoints = Callable[[DataFrame, bool], Rounds]
+
+
+class _LocalRounds:
+    """Each round's edges as a local checkpoint, kept by the executors: nothing
+    is found again (the :class:`Rounds` without ``checkpoints``)."""
+
+    def last(self) -> tuple[int, DataFrame | None]:
+        return 0, None
+
+    def where(self, k: int) -> str:
+        return "(no checkpoint directory: nothing is kept); "
+
+    def __call__(self, df: DataFrame, k: int) -> DataFrame:
+        return df.localCheckpoint()
+
+
 def connected_components(
     pairs: DataFrame,
     vertices: DataFrame,
     max_iterations: int = 64,
-    checkpoint_dir: str | None = None,
+    checkpoints: Checkpoints | None = None,
     contract: bool = True,
     n_edges: int | None = None,
 ) -> DataFrame:
@@ -287,12 +324,14 @@ def connected_components(
 
     Every vertex appears exactly once; ``cluster_id`` is the smallest id of its
     connected component; isolated vertices are their own cluster of size 1.
-    ``checkpoint_dir``: where each round's edges are written as Parquet and read
-    back (reliable: a lost executor's share is read again, not recomputed);
-    only the last round is kept, and a call on the same edges continues from
-    it (see the module's docstring).  The caller deletes the directory once
-    the result is written.  Without it the rounds are local checkpoints, kept
-    by the executors, and nothing resumes.
+    ``checkpoints``: where each round's edges are kept, called with the edges
+    and ``contract``; :func:`lsh_spark.stages.rounds.saved_rounds` of a
+    checkpoint directory writes them there as Parquet and reads them back
+    (reliable: a lost executor's share is read again, not recomputed), keeps
+    only the last round, and a call on the same edges continues from it (see
+    the module's docstring); the caller deletes the directory once the result
+    is written.  Without it the rounds are local checkpoints, kept by the
+    executors, and nothing resumes.
     ``max_iterations``: star rounds per call; reaching it raises
     :class:`ClusteringDidNotConverge`, never returns a partial answer.
     ``contract=False`` skips the local contraction (for testing the rounds alone).
@@ -303,7 +342,7 @@ def connected_components(
     edges = edges_of(pairs)
     if contract and n_edges is not None and n_edges <= LOCAL_FINISH_EDGES:
         return _labelled(vertices, component_roots(edges))
-    saved = _Rounds(checkpoint_dir, edges, contract)
+    saved = _LocalRounds() if checkpoints is None else checkpoints(edges, contract)
     start, resumed = saved.last()
     if resumed is not None:
         edges = resumed
@@ -344,58 +383,6 @@ def edges_of(pairs: DataFrame) -> DataFrame:
     return pairs.select(F.col("id_a").alias("src"), F.col("id_b").alias("dst")).filter(
         F.col("src") != F.col("dst")
     )
-
-
-class _Rounds:
-    """Each round's edges saved once, as Parquet under ``checkpoint_dir`` (or as
-    local checkpoints without one), and found again by a later call.
-
-    Parquet written by Spark and read back is a checkpoint that works the same
-    in classic mode and over Spark Connect, on local disk, HDFS and S3.  Round
-    ``k`` goes to ``cc-<key>/round-<k>``; a round is complete when Spark wrote
-    its ``_SUCCESS`` marker, and the rounds before it are deleted then, so at
-    most two are on disk at a time.
-    """
-
-    def __init__(self, checkpoint_dir: str | None, edges: DataFrame, contract: bool):
-        self.spark = edges.sparkSession
-        self.root = None
-        if checkpoint_dir is not None:
-            mode = "c" if contract else "n"
-            self.root = f"{checkpoint_dir.rstrip('/')}/cc-{mode}{edges_key(edges)}"
-            self.fs = FileSystem(self.spark, self.root)
-
-    def _done(self) -> list[int]:
-        """The complete rounds on disk, in order."""
-        names = self.fs.list_names(self.root) if self.root else []
-        rounds = [int(n[len("round-") :]) for n in names if n.startswith("round-")]
-        return sorted(k for k in rounds if self.fs.exists(f"{self._path(k)}/_SUCCESS"))
-
-    def _path(self, k: int) -> str:
-        return f"{self.root}/round-{k:06d}"
-
-    def last(self) -> tuple[int, DataFrame | None]:
-        """The last complete round and its edges, or ``(0, None)``."""
-        done = self._done()
-        if not done:
-            return 0, None
-        return done[-1], self.spark.read.parquet(self._path(done[-1]))
-
-    def where(self, k: int) -> str:
-        """The error message's note of where round ``k`` is kept."""
-        if self.root is None:
-            return "(no checkpoint directory: nothing is kept); "
-        return f"round {k} is saved in {self._path(k)} and a re-run continues from it, or "
-
-    def __call__(self, df: DataFrame, k: int) -> DataFrame:
-        if self.root is None:
-            return df.localCheckpoint()
-        # A round left half-written by a killed run is replaced.
-        df.write.mode("overwrite").parquet(self._path(k))
-        for old in self._done():
-            if old < k:
-                self.fs.delete(self._path(old))
-        return self.spark.read.parquet(self._path(k))
 
 
 def _labelled(vertices: DataFrame, roots: DataFrame) -> DataFrame:

@@ -17,6 +17,11 @@ The settings of one LSH family live in a small config of their own,
 (``cfg.vectors``); their flags, YAML keys and keyword arguments stay flat
 (``--max-hamming``, ``max-hamming: 4``, ``DedupConfig(max_hamming=4)``).
 
+The S-curve arithmetic that derives the banding ``(b, r)`` from the threshold
+(:func:`choose_bands`, :func:`candidate_probability`, :func:`s_curve` and the
+vector families' row probabilities) is defined here as well, so this module
+imports nothing of lsh_spark but :mod:`lsh_spark.errors`.
+
 Example
 -------
 >>> cfg = DedupConfig(threshold=0.7, num_perm=128)
@@ -473,6 +478,91 @@ class DecontamConfig(Checked):
     )
 
 
+# -- the S-curve: (b, r) from the threshold --------------------------------------
+# A pair whose hashes agree one by one with probability ``s`` (its Jaccard for
+# MinHash; see the row probabilities below for the vector families) agrees on
+# all ``r`` rows of a band with ``s**r`` and shares at least one of ``b`` bands
+# with ``P(s) = 1 - (1 - s**r)**b`` (Leskovec, Rajaraman and Ullman, *Mining of
+# Massive Datasets*, ch. 3.4).  Because every candidate is verified exactly,
+# false positives cost only work while false negatives are lost for good, so the
+# default choice puts ``P(threshold)`` at or above ``target_recall`` and, among
+# such choices, takes the one with the least expected work on dissimilar pairs,
+# ``integral_0^t P(s) ds``.  The band keys themselves are :mod:`lsh_spark.banding`'s.
+def candidate_probability(s: float, b: int, r: int) -> float:
+    """Probability that a pair whose rows agree with probability ``s`` shares at
+    least one of ``b`` bands of ``r`` rows.
+
+    >>> round(candidate_probability(0.8, 16, 6), 4)
+    0.9923
+    """
+    return 1.0 - (1.0 - s**r) ** b
+
+
+def _false_positive_area(t: float, b: int, r: int, steps: int = 400) -> float:
+    """``integral_0^t P(s) ds`` by the midpoint rule (work spent below threshold)."""
+    h = t / steps
+    return sum(candidate_probability((i + 0.5) * h, b, r) for i in range(steps)) * h
+
+
+def choose_bands(threshold: float, num_perm: int, target_recall: float = 0.99) -> tuple[int, int]:
+    """Recall-biased ``(b, r)`` with ``b * r <= num_perm``.
+
+    For every ``r`` the least ``b`` with ``P(threshold) >= target_recall`` is
+    found; among those that fit in ``num_perm`` the one with the smallest
+    below-threshold area wins (ties: fewer bands).  If no choice reaches the
+    target, the one with the highest ``P(threshold)`` is returned.
+
+    >>> choose_bands(0.8, 128, 0.99)
+    (16, 6)
+    """
+    best: tuple[float, int, int] | None = None
+    fallback: tuple[float, int, int] | None = None
+    for r in range(1, num_perm + 1):
+        max_b = num_perm // r
+        p_row = threshold**r
+        if p_row >= 1.0:
+            need = 1
+        elif math.log1p(-p_row) == 0.0:  # s**r underflows: no b can reach the target
+            need = max_b + 1
+        else:
+            need = math.ceil(math.log1p(-target_recall) / math.log1p(-p_row))
+        if need <= max_b:
+            cost = _false_positive_area(threshold, need, r)
+            key = (cost, need, r)
+            if best is None or key < best:
+                best = key
+        p_at_t = candidate_probability(threshold, max_b, r)
+        if fallback is None or (-p_at_t, max_b, r) < fallback:
+            fallback = (-p_at_t, max_b, r)
+    chosen = best if best is not None else fallback
+    assert chosen is not None
+    return chosen[1], chosen[2]
+
+
+def s_curve(b: int, r: int, points: int = 21) -> list[dict[str, float]]:
+    """``[{"s": s, "p": P(s)}, ...]`` on an even grid of ``points`` similarities."""
+    return [
+        {"s": round(i / (points - 1), 4), "p": candidate_probability(i / (points - 1), b, r)}
+        for i in range(points)
+    ]
+
+
+def hyperplane_probability(cosine: float) -> float:
+    """Probability that one hyperplane bit agrees for vectors at this cosine:
+    ``1 - arccos(cosine) / pi`` (Charikar 2002; :mod:`lsh_spark.vectors`)."""
+    return 1.0 - math.acos(max(-1.0, min(1.0, cosine))) / math.pi
+
+
+def pstable_probability(distance: float, width: float) -> float:
+    """Probability that one p-stable hash of bucket width ``width`` agrees for
+    vectors at this Euclidean distance (Datar et al. 2004; :mod:`lsh_spark.vectors`)."""
+    if distance <= 0:
+        return 1.0
+    x = width / distance
+    phi = 0.5 * math.erfc(x / math.sqrt(2.0))  # Phi(-x)
+    return 1.0 - 2.0 * phi - 2.0 / (math.sqrt(2.0 * math.pi) * x) * (1.0 - math.exp(-x * x / 2))
+
+
 # -- the run's config ---------------------------------------------------------
 @dataclass(frozen=True, init=False)
 class DedupConfig:
@@ -692,8 +782,6 @@ class DedupConfig:
         """The (b, r) given, the one derived from the other, or the recall-biased choice."""
         b, r = self.bands, self.rows
         if b is None and r is None:
-            from lsh_spark.banding import choose_bands
-
             b, r = choose_bands(self.row_probability(), self.num_perm, self.target_recall)
         elif b is None:
             b = self.num_perm // r
@@ -723,8 +811,6 @@ class DedupConfig:
     def row_probability(self, at: float | None = None) -> float:
         """Probability that one hash (one band row) agrees for a pair at the
         threshold, or at similarity/distance ``at``: the ``s`` of the S-curve."""
-        from lsh_spark.vectors import hyperplane_probability, pstable_probability
-
         if self.method == "hyperplane":
             return hyperplane_probability(self.threshold if at is None else at)
         if self.method == "pstable":

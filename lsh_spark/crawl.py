@@ -68,6 +68,7 @@ from lsh_spark.session import local_frame, size_shuffle_partitions
 from lsh_spark.stages.candidates import stage_candidates
 from lsh_spark.stages.common import Timer, accepted_shingles, checkpoint_dir, restore_id_col
 from lsh_spark.stages.extract import extract_crawl_input, release_crawl_input
+from lsh_spark.stages.rounds import saved_rounds
 from lsh_spark.stages.signatures import stage_signatures
 from lsh_spark.stages.verify import stage_verify
 from lsh_spark.stages.verify_plan import BROADCAST_SHINGLE_BYTES, SHINGLE_BYTES, small_id_list
@@ -533,7 +534,7 @@ def _keepers(run: _Batch, raw: DataFrame, found: DataFrame | None, keep: str) ->
         vertices = vertices.unionByName(hit)
     edges = out.read("pairs").select("id_a", "id_b").unionByName(cross.select("id_a", "id_b"))
     clusters = connected_components(
-        edges, vertices, run.cfg.max_cc_iterations, checkpoint_dir(run.out, run.cfg)
+        edges, vertices, run.cfg.max_cc_iterations, saved_rounds(checkpoint_dir(run.out, run.cfg))
     )
     ranked = clusters.join(attrs, "id").withColumn("rank", _keeper_rank(keep))
     keepers = (
@@ -654,6 +655,7 @@ def _commit(
             "counts": counts,
             "lookup": lookup,
             "seconds": run.timer.seconds,
+            "cpu_seconds": run.timer.cpu,
             "index": {
                 "before": describe(parent),
                 "after": describe(new_manifest),

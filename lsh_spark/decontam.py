@@ -442,4 +442,5 @@ def _report(
         "score_histograms": _histograms(matches),
         "joins": joins,
         "seconds": dict(run.timer.seconds),
+        "cpu_seconds": dict(run.timer.cpu),
     }

@@ -37,10 +37,10 @@ from pyspark.sql import DataFrame, SparkSession
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
 from lsh_spark.outputs import StagedOutput
 from lsh_spark.readers import input_bytes
-from lsh_spark.report import StageBytes, describe_bounded_families, merge_reports, report_header
+from lsh_spark.report import StageBytes, merge_reports, report_header
 from lsh_spark.session import adaptive_enabled, size_shuffle_partitions
 from lsh_spark.stages.candidates import banding_section, stage_candidates
-from lsh_spark.stages.cluster import stage_cluster
+from lsh_spark.stages.cluster import describe_bounded_families, stage_cluster
 from lsh_spark.stages.common import Output, Timer, log_counts, observed
 from lsh_spark.stages.extract import extract_crawl_input, release_crawl_input
 from lsh_spark.stages.measure import stage_verify_measure

@@ -17,8 +17,7 @@ from pyspark.sql import functions as F
 from lsh_spark import __version__
 from lsh_spark.config import DedupConfig
 from lsh_spark.readers import input_name
-from lsh_spark.session import classic_context
-from lsh_spark.stages.common import Output, stage_of_job, tagged
+from lsh_spark.session import classic_context, stage_of_job
 
 # Similarity histograms (Jaccard, cosine) have this many bins of equal width
 # over [0, 1] (width 0.05), 1.0 falling in the last.
@@ -98,42 +97,11 @@ def report_header(input_path: str | DataFrame, cfg: DedupConfig) -> dict[str, An
     }
 
 
-def describe_bounded_families(spark: SparkSession, out: Output, report: dict[str, Any]) -> None:
-    """Add the clusters (families) that the largest bounded buckets belong to.
-
-    Only the star centres already listed in the report are looked up (at most
-    ten ids), so this never scans more than ``clusters/`` once.
-    """
-    buckets = report.get("buckets")
-    if not buckets or "cluster_size_histogram" not in report:
-        return
-    centers = sorted({b["star_center"] for b in buckets.get("largest_bounded_buckets", [])})
-    rows = []
-    if centers:
-        with tagged(spark, "report"):
-            rows = (
-                out.read("clusters")
-                .filter(F.col("id").isin(centers))
-                .select("cluster_id", "cluster_size")
-                .distinct()
-                .orderBy(F.col("cluster_size").desc(), "cluster_id")
-                .collect()
-            )
-    buckets["bounded_families"] = [
-        {
-            "cluster_id": r["cluster_id"],
-            "cluster_size": r["cluster_size"],
-            "note": "pairs/ holds the verified star edges of this family, not all its pairs",
-        }
-        for r in rows
-    ]
-
-
 class StageBytes:
     """Bytes each pipeline stage's Spark jobs read, wrote and shuffled, from the
     completed stages that Spark's monitoring REST API lists
     (https://spark.apache.org/docs/latest/monitoring.html#rest-api), summed by
-    their jobs' tag (:func:`lsh_spark.stages.common.job_tag`).
+    their jobs' tag (:func:`lsh_spark.session.job_tag`).
 
     Built before the run's first job; :meth:`result` after its last.  The API is
     the driver's web UI, so without it (``spark.ui.enabled=false``, Spark

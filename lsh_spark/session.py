@@ -276,3 +276,71 @@ def in_background(spark: SparkSession, name: str, tag: str, work: Callable[[], T
 
     threading.Thread(target=run, name=name, daemon=True).start()
     return future
+
+
+# -- job tags: which pipeline stage a Spark job belongs to --------------------
+TAG_PREFIX = "lsh-spark:"
+# The Spark UI's description of a stage's jobs: the prefix and the stage's name.
+DESCRIPTION_PREFIX = "lsh-spark: "
+
+
+def job_tag(stage: str) -> str:
+    """The Spark job tag of pipeline stage ``stage``'s jobs."""
+    return TAG_PREFIX + stage
+
+
+def stage_of_job(tags: Iterable[str], description: str | None) -> str | None:
+    """The pipeline stage of a Spark job, from its tags as Spark lists them (the
+    event log, the REST API: a tag added with ``SparkSession.addTag`` carries a
+    prefix naming its session and thread) or else its description (a job that
+    runs outside a SQL execution, such as JSON schema inference, gets no session
+    tag); None for a job of no stage.
+
+    >>> stage_of_job(["spark-session-1", "spark-session-1-thread-7-lsh-spark:verify"], None)
+    'verify'
+    >>> stage_of_job([], "lsh-spark: read"), stage_of_job([], None)
+    ('read', None)
+    """
+    for tag in tags:
+        at = tag.find(TAG_PREFIX)
+        if at >= 0:
+            return tag[at + len(TAG_PREFIX) :]
+    if description and description.startswith(DESCRIPTION_PREFIX):
+        return description[len(DESCRIPTION_PREFIX) :]
+    return None
+
+
+@contextmanager
+def tagged(spark: SparkSession | None, stage: str) -> Iterator[None]:
+    """Tag the Spark jobs this thread starts inside the block with :func:`job_tag`,
+    so the Spark UI and the event log attribute them (and their shuffle volume)
+    to a pipeline stage, and describe them as ``lsh-spark: <stage>`` in the Spark
+    UI's job list.  ``spark=None``: no tag."""
+    if spark is None:
+        yield
+        return
+    tag = job_tag(stage)
+    spark.addTag(tag)
+    described = _describe(spark, DESCRIPTION_PREFIX + stage)
+    try:
+        yield
+    finally:
+        spark.removeTag(tag)
+        if described is not None:
+            described()
+
+
+# The local property the Spark UI shows as a job's description.
+JOB_DESCRIPTION = "spark.job.description"
+
+
+def _describe(spark: SparkSession, text: str) -> Callable[[], None] | None:
+    """Set this thread's job description to ``text``; return what puts the previous
+    one back.  Classic sessions only: Spark Connect has no call for it (its jobs
+    carry the tag), so there it does nothing and returns None."""
+    context = classic_context(spark)
+    if context is None:
+        return None
+    before = context.getLocalProperty(JOB_DESCRIPTION)
+    context.setJobDescription(text)
+    return lambda: context.setLocalProperty(JOB_DESCRIPTION, before)

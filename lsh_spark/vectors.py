@@ -13,7 +13,9 @@ same value with probability
 
     p(c) = 1 - 2 Phi(-w/c) - 2 / (sqrt(2 pi) w/c) (1 - exp(-(w/c)^2 / 2))
 
-(Datar et al., eq. in section 3.2), which falls from 1 at ``c = 0``.
+(Datar et al., eq. in section 3.2), which falls from 1 at ``c = 0``.  Both
+probabilities are :mod:`lsh_spark.config`'s (:func:`~lsh_spark.config.hyperplane_probability`,
+:func:`~lsh_spark.config.pstable_probability`): the options derive ``(b, r)`` from them.
 
 Both kinds of hashes are grouped into ``b`` bands of ``r`` rows exactly as
 MinHash values are (:func:`lsh_spark.banding.explode_bands`), so a pair whose rows
@@ -28,7 +30,6 @@ the same seed gives the same hashes on every machine with the pinned numpy.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 
 import numpy as np
@@ -60,20 +61,6 @@ def hyperplane_bits(v: np.ndarray, a: np.ndarray) -> np.ndarray:
 def pstable_hashes(v: np.ndarray, a: np.ndarray, b: np.ndarray, width: float) -> np.ndarray:
     """``int64`` ``floor((a_i . v + b_i) / w)``, one row per vector."""
     return np.floor((v @ a + b) / width).astype(np.int64)
-
-
-def hyperplane_probability(cosine: float) -> float:
-    """Probability that one hyperplane bit agrees for vectors at this cosine."""
-    return 1.0 - math.acos(max(-1.0, min(1.0, cosine))) / math.pi
-
-
-def pstable_probability(distance: float, width: float) -> float:
-    """Probability that one p-stable hash agrees for vectors at this distance."""
-    if distance <= 0:
-        return 1.0
-    x = width / distance
-    phi = 0.5 * math.erfc(x / math.sqrt(2.0))  # Phi(-x)
-    return 1.0 - 2.0 * phi - 2.0 / (math.sqrt(2.0 * math.pi) * x) * (1.0 - math.exp(-x * x / 2))
 
 
 def _signature_batches(kind: str, a: np.ndarray, b: np.ndarray, width: float, col: str):

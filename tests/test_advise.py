@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from lsh_spark.advise import advise, s_curve_png
+from lsh_spark.block_matrix import block_pairs
 from lsh_spark.config import DedupConfig
-from lsh_spark.jaccard import block_pairs
 from lsh_spark.pipeline import run_dedup
 from lsh_spark.synth import mutate
 

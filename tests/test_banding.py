@@ -3,12 +3,8 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lsh_spark.banding import (
-    candidate_probability,
-    choose_bands,
-    explode_bands,
-    s_curve,
-)
+from lsh_spark.banding import explode_bands
+from lsh_spark.config import candidate_probability, choose_bands, s_curve
 from lsh_spark.signature import minhash_flat, permutation_params
 
 

@@ -267,3 +267,205 @@ def test_ids_that_mix_strings_and_numbers_are_refused_by_name(tmp_path):
     for odd, kind in ((True, "boolean"), (1.5, "float"), ([1], "list")):
         with pytest.raises(SystemExit, match=f"are {kind} values"):
             quality.check_ids(str(corpus), [odd])
+
+
+def _source_texts(folder: Path) -> None:
+    """Three small text files of made-up words, two sentences a paragraph: too few
+    chunks for 300 documents, so half the base documents are mosaics."""
+    folder.mkdir()
+    for f in range(3):
+        paras = []
+        for p in range(10):
+            words = [f"w{(f * 1000 + p * 70 + i) * 7919 % 1009}" for i in range(70)]
+            paras.append(" ".join(words[:35]) + ". " + " ".join(words[35:]) + ".")
+        (folder / f"doc{f}.txt").write_text("\n\n".join(paras) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("shape", "copies_by_group", "exact_copies", "sha256"),
+    [
+        (
+            "web",
+            [20, 20, 20, 16, 10, 2, 2],
+            45,
+            "06db283b86ee50d2692d823cc38fefae9aea45b7010df5a20464453347fe2254",
+        ),
+        ("flat", [1] * 90, 42, "e132145ef5d3cab7c7ce43caf0ba09bdaf2cff288d9185c38cb8f16f22ed5db0"),
+    ],
+)
+def test_make_corpus_streams_the_same_corpus_as_an_in_memory_build(
+    tmp_path, shape, copies_by_group, exact_copies, sha256
+):
+    import hashlib
+    import re
+    from collections import Counter
+
+    source, out = tmp_path / "source", tmp_path / "out"
+    _source_texts(source)
+    options = ("--source", str(source), "--n", "300", "--shape", shape, "--words", "20,40")
+    path = Path(bench_module("make_corpus").build_once(str(out), *options, "--largest", "20"))
+    # The bytes of the build that held every record in memory before shuffling them
+    # (make_corpus.py before it streamed), same options and seed.
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha256
+    assert sorted(p.name for p in out.iterdir()) == ["corpus.jsonl", "meta.json"]
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["documents"] == 300 and meta["bytes"] == path.stat().st_size
+    assert meta["mosaic_base_documents"] == 150
+
+    docs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len(docs) == 300 and len({d["id"] for d in docs}) == 300
+    assert all(d["family"] == d["id"].partition("-")[0] for d in docs)
+    originals = {d["family"]: d for d in docs if d.get("original")}
+    members = Counter(d["family"] for d in docs if d["id"].startswith("w"))
+    # One original a group, whose copies are int(300 * 0.3) = 90 in all; the rest are
+    # singletons s0000000 ...
+    assert set(originals) == set(members)
+    assert sorted((m - 1 for m in members.values()), reverse=True) == copies_by_group
+    singletons = sorted(d["id"] for d in docs if d["id"].startswith("s"))
+    assert singletons == [f"s{s:07d}" for s in range(300 - sum(members.values()))]
+    for family, count in members.items():
+        numbers = sorted(int(d["id"].partition("-")[2]) for d in docs if d["family"] == family)
+        assert numbers == list(range(count))
+
+    # Half the copies exact up to case, spacing and punctuation, the others a few
+    # words edited.
+    def words(text):
+        return re.findall(r"\w+", text.lower())
+
+    exact = 0
+    for d in docs:
+        if d["family"] in originals and not d.get("original"):
+            copy, original = words(d["text"]), words(originals[d["family"]]["text"])
+            if copy == original:
+                exact += 1
+            else:
+                a, b = set(copy), set(original)
+                assert len(a & b) / len(a | b) >= 0.75
+    assert exact == exact_copies
+
+
+def test_compare_runs_datatrove_only_where_it_can_be_scored_and_says_when_it_skips_it():
+    compare = bench_module("compare")
+    dt = "/venv/bin/python"
+    assert compare.choose_systems(None, "pairs", None) == (
+        ["lsh-spark", "mllib", "datasketch"],
+        {},
+    )
+    assert compare.choose_systems(None, "planted", dt) == (["lsh-spark", "datatrove"], {})
+    # Without its interpreter datatrove is skipped, with the reason to print.
+    run, skipped = compare.choose_systems(None, "planted", None)
+    assert run == ["lsh-spark"] and "no --datatrove-python given" in skipped["datatrove"]
+    with pytest.raises(SystemExit, match="nothing to run: datatrove skipped: no --datatrove"):
+        compare.choose_systems("datatrove", "planted", None)
+    # datatrove verifies no pair; MLlib and datasketch write no clusters.
+    with pytest.raises(SystemExit, match="datatrove cannot be scored with --score pairs"):
+        compare.choose_systems("lsh-spark,datatrove", "pairs", dt)
+    with pytest.raises(SystemExit, match="mllib cannot be scored with --score planted"):
+        compare.choose_systems("lsh-spark,mllib", "planted", dt)
+    with pytest.raises(SystemExit, match="unknown system 'spark'; known: datasketch, datatrove"):
+        compare.choose_systems("spark", "pairs", dt)
+
+
+def _planted_corpus(path: Path) -> None:
+    """A corpus shaped like bench/make_corpus.py --shape web: group w1 (an original,
+    an exact copy up to case, a near copy with one word changed: J 38/44), group w2
+    (an original and its exact copy) and a singleton."""
+    near = WORDS[:2] + ["felt"] + WORDS[3:]
+    docs = [
+        {"id": "w1-0", "text": " ".join(WORDS), "original": True},
+        {"id": "w1-1", "text": " ".join(WORDS).upper()},
+        {"id": "w1-2", "text": " ".join(near)},
+        {"id": "w2-0", "text": " ".join(reversed(WORDS)), "original": True},
+        {"id": "w2-1", "text": " ".join(reversed(WORDS))},
+        {"id": "s0", "text": " ".join(f"word{i}" for i in range(40))},
+    ]
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+
+
+def test_compare_scores_a_planted_corpus_by_its_planted_copies(tmp_path):
+    compare = bench_module("compare")
+    corpus = tmp_path / "corpus.jsonl"
+    _planted_corpus(corpus)
+    assert compare.choose_score("auto", str(corpus), "id", "text") == "planted"
+    plain = tmp_path / "plain.jsonl"
+    _renamed_corpus(plain)
+    assert compare.choose_score("auto", str(plain), "url", "content") == "pairs"
+    # Planted scoring reads the corpus as bench/web_shape.py does.
+    with pytest.raises(SystemExit, match="reads the fields id and text"):
+        compare.choose_score("planted", str(corpus), "url", "text")
+    with pytest.raises(SystemExit, match="reads one corpus.jsonl file"):
+        compare.choose_score("planted", str(tmp_path), "id", "text")
+
+
+def test_a_datatrove_output_is_scored_as_a_lsh_spark_run(tmp_path):
+    import struct
+
+    compare, web_shape = bench_module("compare"), bench_module("web_shape")
+    corpus = tmp_path / "corpus.jsonl"
+    _planted_corpus(corpus)
+    shards = compare.write_shards(str(corpus), str(tmp_path / "shards"), 2, "id", "text")
+    read = {
+        name: [json.loads(line) for line in (Path(shards) / name).open()]
+        for name in sorted(p.name for p in Path(shards).iterdir())
+    }
+    assert [[d["id"] for d in docs] for docs in read.values()] == [
+        ["w1-0", "w1-2", "w2-1"],
+        ["w1-1", "w2-0", "s0"],
+    ]
+    assert all(set(d) == {"id", "text"} for docs in read.values() for d in docs)
+    # What bench/peer_datatrove.py leaves: candidate pairs as (file, place in it) twice,
+    # and every document kept or removed with its cluster id (-1: in none).  w1 is found
+    # whole, w2's copy is missed, and the singleton is removed in favour of w2's original
+    # through a candidate pair far below the threshold.
+    out = tmp_path / "datatrove"
+    (out / "buckets").mkdir(parents=True)
+    (out / "buckets" / "00000_00.dups").write_bytes(
+        struct.pack("<4I", 0, 0, 1, 0) + struct.pack("<4I", 1, 0, 0, 1)
+    )
+    (out / "buckets" / "00001_00.dups").write_bytes(struct.pack("<4I", 1, 1, 1, 2))
+    for sub, rows in (
+        ("kept", [("w1-0", 0), ("w2-0", 1), ("w2-1", -1)]),
+        ("removed", [("w1-1", 0), ("w1-2", 0), ("s0", 1)]),
+    ):
+        (out / sub).mkdir()
+        (out / sub / "00000.jsonl").write_text(
+            "".join(
+                json.dumps({"text": "", "id": i, "metadata": {"minhash_cluster_id": c}}) + "\n"
+                for i, c in rows
+            ),
+            encoding="utf-8",
+        )
+    assert compare.datatrove_as_run(str(out), shards) == {"candidate_pairs": 3}
+    texts, originals = web_shape.read_texts(str(corpus))
+    assert web_shape.quality(str(out), texts, originals, 0.8) == {
+        "planted_copies": 3,
+        "removed": 3,
+        "recall": 0.6667,
+        "removals_across_groups": 1,
+        "false_edges": 1,
+    }
+    assert compare.false_edges_across_groups(str(out), texts, 0.8) == 1
+    # A removed document whose cluster keeps none: not a whole output.
+    with (out / "removed" / "00000.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"text": "", "id": "w2-1", "metadata": {"minhash_cluster_id": 7}}))
+    with pytest.raises(SystemExit, match="1 removed documents whose cluster keeps no document"):
+        compare.datatrove_as_run(str(out), shards)
+
+
+def test_compare_without_a_datatrove_python_says_so_before_anything_runs(tmp_path):
+    import subprocess
+
+    corpus = tmp_path / "corpus.jsonl"
+    _planted_corpus(corpus)
+    work = tmp_path / "work"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "compare.py"), "--corpus", str(corpus)]
+        + ["--work", str(work), "--systems", "datatrove", "--warmup", ""],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert "datatrove skipped: no --datatrove-python given" in done.stderr
+    assert not work.exists()

@@ -13,6 +13,7 @@ from lsh_spark.components import (
     forest_of_clusters,
 )
 from lsh_spark.session import local_frame
+from lsh_spark.stages.rounds import saved_rounds
 
 OUT = T.StructType(
     [
@@ -81,7 +82,7 @@ def test_rounds_saved_as_parquet_in_the_checkpoint_dir(spark, tmp_path, monkeypa
     want = local_frame(spark, [(v, c, s) for v, (c, s) in ref.items()], OUT)
     e = local_frame(spark, edges, "id_a long, id_b long")
     v = local_frame(spark, [(x,) for x in range(200)], "id long")
-    got = connected_components(e, v, checkpoint_dir=str(tmp_path))
+    got = connected_components(e, v, checkpoints=saved_rounds(str(tmp_path)))
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
     (run_dir,) = tmp_path.glob("cc-*")
     # Only the last round is left, a complete Parquet output (the contracted
@@ -121,7 +122,7 @@ def test_round_limit_resumes_from_the_last_saved_round(spark, tmp_path):
     while True:
         try:
             got = connected_components(
-                e, v, max_iterations=1, checkpoint_dir=str(saved), contract=False
+                e, v, max_iterations=1, checkpoints=saved_rounds(str(saved)), contract=False
             )
             break
         except ClusteringDidNotConverge as err:

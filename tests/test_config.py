@@ -1,7 +1,12 @@
 import pytest
 
-from lsh_spark.banding import candidate_probability
-from lsh_spark.config import ConfigError, DedupConfig, SimHashConfig, VectorConfig
+from lsh_spark.config import (
+    ConfigError,
+    DedupConfig,
+    SimHashConfig,
+    VectorConfig,
+    candidate_probability,
+)
 
 
 def test_defaults_choose_recall_biased_bands():

@@ -7,6 +7,8 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lsh_spark import block_matrix as M
+from lsh_spark import blocks as B
 from lsh_spark import jaccard as V
 from lsh_spark.caching import cached
 from lsh_spark.jaccard import verify_pairs
@@ -201,11 +203,11 @@ def _flat(sets):
 @pytest.mark.parametrize("cells", [1 << 22, 37, 1000])
 def test_block_pairs_equal_brute_force(monkeypatch, cells):
     """Matrix-product Jaccard equals set arithmetic, whatever the chunking."""
-    monkeypatch.setattr(V, "BLOCK_CELLS", cells)
+    monkeypatch.setattr(M, "BLOCK_CELLS", cells)
     sets, covered = _family(3)
     values, lengths = _flat(sets)
     for cov in (None, covered):
-        i, j, s = V.block_pairs(
+        i, j, s = M.block_pairs(
             values, lengths, 0.5, None if cov is None else _flat([c or set() for c in cov])
         )
         got = dict(zip(zip(i.tolist(), j.tolist(), strict=False), s.tolist(), strict=False))
@@ -213,7 +215,7 @@ def test_block_pairs_equal_brute_force(monkeypatch, cells):
         assert len(want) > 100
         assert got == want  # float64 division: bit-identical to Spark's
     # required: only pairs whose members share a key.
-    i, j, s = V.block_pairs(values, lengths, 0.5, required=_flat([c or set() for c in covered]))
+    i, j, s = M.block_pairs(values, lengths, 0.5, required=_flat([c or set() for c in covered]))
     got = dict(zip(zip(i.tolist(), j.tolist(), strict=False), s.tolist(), strict=False))
     full = _brute_block(sets, 0.5)
     want = {p: v for p, v in full.items() if covered[p[0]] & covered[p[1]]}
@@ -222,7 +224,7 @@ def test_block_pairs_equal_brute_force(monkeypatch, cells):
 
 @pytest.mark.parametrize("n,parts", [(1, 1), (2, 3), (7, 7), (40, 3), (500, 13)])
 def test_row_ranges_split_the_pairs_evenly(n, parts):
-    bounds = V.row_ranges(n, parts)
+    bounds = M.row_ranges(n, parts)
     assert bounds[0] == 0 and bounds[-1] == n and np.all(np.diff(bounds) >= 1)
     assert len(bounds) == min(parts, n) + 1
     share = [
@@ -253,8 +255,8 @@ def test_block_forest_connects_what_block_pairs_connect(seed):
         values, lengths = _flat(s)
         n = len(s)
         for kw in ({}, {"covered": keys}, {"required": keys}):
-            i, j, jac = V.block_pairs(values, lengths, 0.5, **kw)
-            fi, fj, fjac = V.block_forest(values, lengths, 0.5, **kw)
+            i, j, jac = M.block_pairs(values, lengths, 0.5, **kw)
+            fi, fj, fjac = M.block_forest(values, lengths, 0.5, **kw)
             full = dict(zip(zip(i.tolist(), j.tolist(), strict=False), jac.tolist(), strict=False))
             got = dict(
                 zip(zip(fi.tolist(), fj.tolist(), strict=False), fjac.tolist(), strict=False)
@@ -269,7 +271,7 @@ def test_block_forest_connects_what_block_pairs_connect(seed):
             # Shared among tasks: no pair twice, the same components together.
             for parts in (2, 7, 200):
                 shares = [
-                    V.block_forest(values, lengths, 0.5, share=(k, parts), **kw)
+                    M.block_forest(values, lengths, 0.5, share=(k, parts), **kw)
                     for k in range(parts)
                 ]
                 pairs = [
@@ -292,10 +294,10 @@ def test_block_forest_folded_piece_by_piece_is_the_forest_of_every_pair(monkeypa
     values, lengths = _flat([(sets + other[:20])[k] for k in order])
     keys = _flat([((covered + [{9}] * 20)[k] or set()) for k in order])
     for kw in ({}, {"covered": keys}, {"share": (1, 3)}):
-        monkeypatch.setattr(V, "BLOCK_CELLS", 1 << 22)  # one piece
-        whole = V.block_forest(values, lengths, 0.5, **kw)
-        monkeypatch.setattr(V, "BLOCK_CELLS", 150)  # two rows of 70 members a piece
-        pieces = V.block_forest(values, lengths, 0.5, **kw)
+        monkeypatch.setattr(M, "BLOCK_CELLS", 1 << 22)  # one piece
+        whole = M.block_forest(values, lengths, 0.5, **kw)
+        monkeypatch.setattr(M, "BLOCK_CELLS", 150)  # two rows of 70 members a piece
+        pieces = M.block_forest(values, lengths, 0.5, **kw)
         assert len(whole[0]) > 10
         for a, b in zip(whole, pieces, strict=True):
             np.testing.assert_array_equal(a, b)
@@ -304,7 +306,7 @@ def test_block_forest_folded_piece_by_piece_is_the_forest_of_every_pair(monkeypa
 @pytest.mark.parametrize("n,rows,parts", [(100, 30, 4), (100, 3, 5), (100, 0, 3), (50, 50, 7)])
 def test_row_ranges_of_the_first_rows(n, rows, parts):
     """Only the first ``rows`` rows are shared out, evenly by their pairs."""
-    bounds = V.row_ranges(n, parts, rows=rows)
+    bounds = M.row_ranges(n, parts, rows=rows)
     assert bounds[0] == 0 and bounds[-1] == rows and np.all(np.diff(bounds) >= 0)
     assert len(bounds) == max(1, min(parts, rows)) + 1
     if rows >= parts:
@@ -318,15 +320,15 @@ def test_row_ranges_of_the_first_rows(n, rows, parts):
 @pytest.mark.parametrize("parts,cells", [(2, 1 << 22), (5, 1 << 22), (63, 1 << 22), (5, 37)])
 def test_block_pairs_by_row_range_add_up_to_the_whole_block(monkeypatch, parts, cells):
     """Shares of a block, with or without chunked columns, make exactly the whole block."""
-    monkeypatch.setattr(V, "BLOCK_CELLS", cells)
+    monkeypatch.setattr(M, "BLOCK_CELLS", cells)
     sets, covered = _family(5, n=60)
     values, lengths = _flat(sets)
     keys = _flat([c or set() for c in covered])
-    bounds = V.row_ranges(len(sets), parts)
+    bounds = M.row_ranges(len(sets), parts)
     for kw in ({}, {"covered": keys}, {"required": keys}):
-        whole = V.block_pairs(values, lengths, 0.5, **kw)
+        whole = M.block_pairs(values, lengths, 0.5, **kw)
         pieces = [
-            V.block_pairs(values, lengths, 0.5, row_range=(int(a), int(b)), **kw)
+            M.block_pairs(values, lengths, 0.5, row_range=(int(a), int(b)), **kw)
             for a, b in zip(bounds[:-1], bounds[1:], strict=False)
         ]
         assert len(whole[0]) > 100
@@ -364,7 +366,7 @@ def test_blocks_and_pair_path_give_identical_pairs(
     """
     import lsh_spark.components as C
 
-    monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
+    monkeypatch.setattr(B, "PAIRS_PER_TASK", pairs_per_task)
     if not one_task:
         monkeypatch.setattr(C, "LOCAL_FINISH_EDGES", 0)
     sets, _ = _family(4, n=40)
@@ -383,12 +385,12 @@ def test_blocks_and_pair_path_give_identical_pairs(
         [(a, b) for a in ids for b in ids if a < b and (a >= "d035" or b >= "d038")],
         "id_a string, id_b string",
     )
-    memberships = V.block_memberships(blocks)
-    rest = V.drop_block_pairs(cands, memberships)
+    memberships = B.block_memberships(blocks)
+    rest = B.drop_block_pairs(cands, memberships)
     used = packed_sh if packed else sh
     got = (
         V.verify_pairs(rest, used, 0.5)
-        .unionByName(V.verify_blocks(blocks, memberships, used, 0.5, max_group))
+        .unionByName(B.verify_blocks(blocks, memberships, used, 0.5, max_group))
         .collect()
     )
     keys = [(r.id_a, r.id_b) for r in got]
@@ -434,13 +436,13 @@ def test_block_groups_in_one_task_equal_the_distributed_ones(spark, monkeypatch,
             pos = max(pos, lo + size)
         pos += 1
     blocks = local_frame(spark, rows, f"block bigint, ids array<{id_type}>")
-    memberships = V.block_memberships(blocks).persist()
+    memberships = B.block_memberships(blocks).persist()
     try:
         for max_size, max_family in [(1000, None), (10, None), (10, 25), (20, 8)]:
-            one = V.block_groups(blocks, memberships, max_size, max_family_size=max_family)
+            one = B.block_groups(blocks, memberships, max_size, max_family_size=max_family)
             with monkeypatch.context() as m:
                 m.setattr(C, "LOCAL_FINISH_EDGES", 0)
-                dist = V.block_groups(blocks, memberships, max_size, max_family_size=max_family)
+                dist = B.block_groups(blocks, memberships, max_size, max_family_size=max_family)
                 want = sorted(tuple(r) for r in dist.collect())
             got = sorted(tuple(r) for r in one.collect())
             assert [(f.name, f.dataType) for f in one.schema] == [
@@ -470,8 +472,8 @@ def test_family_above_the_bound_writes_a_spanning_forest(
     """
     from reference import reference_components
 
-    monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
-    monkeypatch.setattr(V, "FOREST_PAIRS_PER_TASK", pairs_per_task)
+    monkeypatch.setattr(B, "PAIRS_PER_TASK", pairs_per_task)
+    monkeypatch.setattr(B, "FOREST_PAIRS_PER_TASK", pairs_per_task)
     sets, _ = _family(6, n=40)
     ids = [f"d{i:03d}" for i in range(len(sets))]
     sh = _shingle_frame(spark, ids, sets)
@@ -479,26 +481,26 @@ def test_family_above_the_bound_writes_a_spanning_forest(
     blocks = local_frame(
         spark, [(11, ids[:30]), (7, ids[10:40]), (3, ids[40:])], "block bigint, ids array<string>"
     )
-    memberships = V.block_memberships(blocks)
+    memberships = B.block_memberships(blocks)
     full = {
         (r.id_a, r.id_b): r.jaccard
-        for r in V.verify_blocks(blocks, memberships, sh, 0.5, max_group).collect()
+        for r in B.verify_blocks(blocks, memberships, sh, 0.5, max_group).collect()
     }
     at_bound = {
         (r.id_a, r.id_b): r.jaccard
-        for r in V.verify_blocks(
+        for r in B.verify_blocks(
             blocks, memberships, sh, 0.5, max_group, max_family_size=40
         ).collect()
     }
     assert at_bound == full  # 40 members is not above a bound of 40
-    groups = V.block_groups(blocks, memberships, max_group, max_family_size=39)
+    groups = B.block_groups(blocks, memberships, max_group, max_family_size=39)
     got = {
         (r.id_a, r.id_b): r.jaccard
-        for r in V.verify_blocks(blocks, memberships, sh, 0.5, max_group, groups=groups).collect()
+        for r in B.verify_blocks(blocks, memberships, sh, 0.5, max_group, groups=groups).collect()
     }
     assert set(got) < set(full) and all(full[p] == v for p, v in got.items())
     # At most one tree edge per member in each of the family's tasks.
-    tasks = V.block_tasks(groups).filter("family = 'd000'").collect()
+    tasks = B.block_tasks(groups).filter("family = 'd000'").collect()
     assert (len(tasks) > 2) == (pairs_per_task == 100)
     forest = [p for p in got if p[0] < "d040"]
     assert len(forest) <= sum(t.n - 1 for t in tasks)
@@ -506,7 +508,7 @@ def test_family_above_the_bound_writes_a_spanning_forest(
     # The small block is listed in full; the clusters are the same.
     assert {p for p in got if p[0] >= "d040"} == {p for p in full if p[0] >= "d040"}
     assert reference_components(ids, list(got)) == reference_components(ids, list(full))
-    work = V.block_work(groups)
+    work = B.block_work(groups)
     assert work["forest_families"] == 1 and work["forest_family_documents"] == 40
     assert work["largest_forest_families"] == [{"smallest_id": "d000", "size": 40}]
 
@@ -519,7 +521,7 @@ def test_block_tasks_give_copies_the_pairs_the_joins_give(spark, monkeypatch, pa
     # joins: the same pairs, ordered id_a < id_b, with the same Jaccard.
     from lsh_spark.buckets import DuplicateGroups
 
-    monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
+    monkeypatch.setattr(B, "PAIRS_PER_TASK", pairs_per_task)
     sets, _ = _family(4, n=30)
     ids = [f"d{i:03d}" for i in range(len(sets))]
     # Copies sort before, between and after their representative's id.
@@ -531,13 +533,13 @@ def test_block_tasks_give_copies_the_pairs_the_joins_give(spark, monkeypatch, pa
     assert dups.stats()["expanded_documents"] == 9
     sh = _shingle_frame(spark, ids, sets)
     blocks = local_frame(spark, [(5, ids)], "block bigint, ids array<string>")
-    memberships = V.block_memberships(blocks)
+    memberships = B.block_memberships(blocks)
     # Each verified once: the assertions below read them four and two times.
     with (
         cached(
-            V.verify_blocks(blocks, memberships, sh, 0.5, 1000, copies=dups.copies(1000))
+            B.verify_blocks(blocks, memberships, sh, 0.5, 1000, copies=dups.copies(1000))
         ) as got,
-        cached(V.verify_blocks(blocks, memberships, sh, 0.5, 1000)) as plain,
+        cached(B.verify_blocks(blocks, memberships, sh, 0.5, 1000)) as plain,
     ):
         want = dups.expand(plain, 1000)
         assert got.count() > plain.count() > 0
@@ -557,7 +559,7 @@ def test_share_slots_give_every_share_its_own_partition(spark, sizes):
         "group bigint, part int, parts int",
     )
     n = sum(sizes)
-    slots = V.share_slots(split, n)
+    slots = B.share_slots(split, n)
     assert slots.count() == n and slots.select("slot").distinct().count() == n
     placed = (
         slots.repartition(n, "slot")
@@ -576,7 +578,7 @@ def test_share_slots_spread_more_shares_than_partitions_round_robin(spark, share
     split = local_frame(
         spark, [(11, p, shares) for p in range(shares)], "group bigint, part int, parts int"
     )
-    slots = V.share_slots(split, n)
+    slots = B.share_slots(split, n)
     assert slots.count() == shares
     assert slots.select("group", "part").distinct().count() == shares
     placed = sorted(
@@ -607,7 +609,7 @@ def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(
     from lsh_spark.pipeline import stage_candidates, stage_signatures, stage_verify
 
     if pairs_per_task:
-        monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)
+        monkeypatch.setattr(B, "PAIRS_PER_TASK", pairs_per_task)
     cfg = DedupConfig(block_min_size=2)  # every shared bucket is a block
     # The signature and candidate stages once; each mode verifies a copy of them.
     first = StagedOutput(spark, str(tmp_path / "stages"))
@@ -616,7 +618,7 @@ def test_verify_with_the_block_total_known_gives_the_same_pairs_and_report(
     total = cands["buckets"]["block_members"]
     assert total > 0
     # The block total is the number of (block, member) memberships.
-    memberships = V.block_memberships(spark.read.parquet(first.path("blocks")))
+    memberships = B.block_memberships(spark.read.parquet(first.path("blocks")))
     assert memberships.agg(F.sum(F.size("in_blocks"))).first()[0] == total
     counts = sigs["counts"]
     # The shingle total counts the accepted documents' sets.
@@ -733,7 +735,7 @@ def test_expand_copies_orders_every_copy_pair_as_spark_compares_ids():
         copies.append([m, *extra] if extra else None)
     i, j = np.triu_indices(len(members), 1)
     jac = rng.random(len(i))
-    a, b, got_jac = V.expand_copies(
+    a, b, got_jac = B.expand_copies(
         pa.array(members),
         pa.array(copies, pa.list_(pa.string())),
         i.astype(np.int64),

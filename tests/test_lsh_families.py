@@ -13,14 +13,9 @@ from itertools import combinations
 import numpy as np
 import pytest
 
+from lsh_spark.config import hyperplane_probability, pstable_probability
 from lsh_spark.simhash import block_bounds, simhash_flat, table_masks
-from lsh_spark.vectors import (
-    hyperplane_bits,
-    hyperplane_probability,
-    projections,
-    pstable_hashes,
-    pstable_probability,
-)
+from lsh_spark.vectors import hyperplane_bits, projections, pstable_hashes
 
 
 def _pair_at_angle(rng, dim, theta):

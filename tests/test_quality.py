@@ -156,7 +156,7 @@ def test_block_verification_gives_the_same_pairs(
 
     With 3 pairs per task, every group of 4 or more members is shared among tasks.
     """
-    import lsh_spark.jaccard as V
+    import lsh_spark.blocks as V
 
     if pairs_per_task:
         monkeypatch.setattr(V, "PAIRS_PER_TASK", pairs_per_task)

@@ -309,7 +309,7 @@ def test_spark_submit_reads_local_properties_and_conf_flags_win(tmp_path):
 def test_stage_jobs_are_described_in_the_spark_ui(spark):
     """tagged() sets the job description the Spark UI lists (classic sessions),
     per thread, and puts the previous one back."""
-    from lsh_spark.stages.common import JOB_DESCRIPTION, tagged
+    from lsh_spark.session import JOB_DESCRIPTION, tagged
 
     context = spark.sparkContext
     assert context.getLocalProperty(JOB_DESCRIPTION) is None

@@ -13,13 +13,13 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lsh_spark.banding import candidate_probability, explode_bands, s_curve
+from lsh_spark.banding import explode_bands
 from lsh_spark.buckets import bucket_members, bucket_summary, candidate_blocks, candidate_pairs
 from lsh_spark.caching import cached
-from lsh_spark.config import DedupConfig
-from lsh_spark.session import in_background
+from lsh_spark.config import DedupConfig, candidate_probability, s_curve
+from lsh_spark.session import in_background, job_tag, tagged
 from lsh_spark.simhash import block_bounds, explode_tables
-from lsh_spark.stages.common import Output, Timer, job_tag, observed, tagged
+from lsh_spark.stages.common import Output, Timer, observed
 
 # Points of the p-stable S-curve in the report: distances 0 .. 3 x max_distance.
 DISTANCE_CURVE_POINTS = 20
@@ -63,6 +63,7 @@ def stage_candidates(
             "candidate_pairs": n_cands + int(blk["pairs"] or 0),
         },
         "seconds": timer.seconds,
+        "cpu_seconds": timer.cpu,
     }
 
 

@@ -14,7 +14,9 @@ from lsh_spark.components import apply_keep_policy, connected_components, forest
 from lsh_spark.config import DedupConfig
 from lsh_spark.readers import read_corpus
 from lsh_spark.report import CLUSTER_SIZE_ROWS
-from lsh_spark.stages.common import Output, Timer, checkpoint_dir, observed, restore_id_col, tagged
+from lsh_spark.session import tagged
+from lsh_spark.stages.common import Output, Timer, checkpoint_dir, observed, restore_id_col
+from lsh_spark.stages.rounds import saved_rounds
 from lsh_spark.stages.verify_plan import small_id_list
 
 
@@ -78,7 +80,7 @@ def stage_cluster(
             out.read("pairs"),
             sigs.select("id"),
             cfg.max_cc_iterations,
-            checkpoint_dir(out, cfg),
+            saved_rounds(checkpoint_dir(out, cfg)),
             n_edges=n_pairs,
         )
         clusters = apply_keep_policy(clusters, sigs.select("id", "text_len"), cfg.keep)
@@ -133,4 +135,36 @@ def stage_cluster(
         },
         "cluster_size_histogram": sizes,
         "seconds": timer.seconds,
+        "cpu_seconds": timer.cpu,
     }
+
+
+def describe_bounded_families(spark: SparkSession, out: Output, report: dict[str, Any]) -> None:
+    """Add the clusters (families) that the largest bounded buckets belong to.
+
+    Only the star centres already listed in the report are looked up (at most
+    ten ids), so this never scans more than ``clusters/`` once.
+    """
+    buckets = report.get("buckets")
+    if not buckets or "cluster_size_histogram" not in report:
+        return
+    centers = sorted({b["star_center"] for b in buckets.get("largest_bounded_buckets", [])})
+    rows = []
+    if centers:
+        with tagged(spark, "report"):
+            rows = (
+                out.read("clusters")
+                .filter(F.col("id").isin(centers))
+                .select("cluster_id", "cluster_size")
+                .distinct()
+                .orderBy(F.col("cluster_size").desc(), "cluster_id")
+                .collect()
+            )
+    buckets["bounded_families"] = [
+        {
+            "cluster_id": r["cluster_id"],
+            "cluster_size": r["cluster_size"],
+            "note": "pairs/ holds the verified star edges of this family, not all its pairs",
+        }
+        for r in rows
+    ]

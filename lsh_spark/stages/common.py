@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from lsh_spark import processes
 from lsh_spark.config import DedupConfig
-from lsh_spark.session import classic_context
+from lsh_spark.session import classic_context, tagged
 from lsh_spark.store import FileSystem
 
 log = logging.getLogger(__name__)
@@ -46,75 +47,10 @@ def checkpoint_dir(out: Output, cfg: DedupConfig) -> str:
     return cfg.checkpoint_dir or out.path("_checkpoints")
 
 
-TAG_PREFIX = "lsh-spark:"
-# The Spark UI's description of a stage's jobs: the prefix and the stage's name.
-DESCRIPTION_PREFIX = "lsh-spark: "
-
-
-def job_tag(stage: str) -> str:
-    """The Spark job tag of pipeline stage ``stage``'s jobs."""
-    return TAG_PREFIX + stage
-
-
-def stage_of_job(tags: Iterable[str], description: str | None) -> str | None:
-    """The pipeline stage of a Spark job, from its tags as Spark lists them (the
-    event log, the REST API: a tag added with ``SparkSession.addTag`` carries a
-    prefix naming its session and thread) or else its description (a job that
-    runs outside a SQL execution, such as JSON schema inference, gets no session
-    tag); None for a job of no stage.
-
-    >>> stage_of_job(["spark-session-1", "spark-session-1-thread-7-lsh-spark:verify"], None)
-    'verify'
-    >>> stage_of_job([], "lsh-spark: read"), stage_of_job([], None)
-    ('read', None)
-    """
-    for tag in tags:
-        at = tag.find(TAG_PREFIX)
-        if at >= 0:
-            return tag[at + len(TAG_PREFIX) :]
-    if description and description.startswith(DESCRIPTION_PREFIX):
-        return description[len(DESCRIPTION_PREFIX) :]
-    return None
-
-
-@contextmanager
-def tagged(spark: SparkSession | None, stage: str) -> Iterator[None]:
-    """Tag the Spark jobs this thread starts inside the block with :func:`job_tag`,
-    so the Spark UI and the event log attribute them (and their shuffle volume)
-    to a pipeline stage, and describe them as ``lsh-spark: <stage>`` in the Spark
-    UI's job list.  ``spark=None``: no tag."""
-    if spark is None:
-        yield
-        return
-    tag = job_tag(stage)
-    spark.addTag(tag)
-    described = _describe(spark, DESCRIPTION_PREFIX + stage)
-    try:
-        yield
-    finally:
-        spark.removeTag(tag)
-        if described is not None:
-            described()
-
-
-# The local property the Spark UI shows as a job's description.
-JOB_DESCRIPTION = "spark.job.description"
-
-
-def _describe(spark: SparkSession, text: str) -> Callable[[], None] | None:
-    """Set this thread's job description to ``text``; return what puts the previous
-    one back.  Classic sessions only: Spark Connect has no call for it (its jobs
-    carry the tag), so there it does nothing and returns None."""
-    context = classic_context(spark)
-    if context is None:
-        return None
-    before = context.getLocalProperty(JOB_DESCRIPTION)
-    context.setJobDescription(text)
-    return lambda: context.setLocalProperty(JOB_DESCRIPTION, before)
-
-
 class Timer:
-    """Wall-clock seconds per named section, for the report.
+    """Wall-clock seconds per named section, for the report, and in local mode
+    the CPU seconds the driver, the JVM and the Python workers spent in it
+    (:mod:`lsh_spark.processes`; ``cpu``, empty where they cannot be read).
 
     With a session, the Spark jobs a section starts are tagged with the
     section's name (:func:`tagged`).
@@ -122,18 +58,29 @@ class Timer:
 
     def __init__(self, spark: SparkSession | None = None) -> None:
         self.seconds: dict[str, float] = {}
+        self.cpu: dict[str, dict[str, float]] = {}
         self.spark = spark
+        self._local = spark is not None and local_processes(spark)
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
+        before = processes.snapshot() if self._local else None
         log.info("%s: started", name)
         try:
             with tagged(self.spark, name):
                 yield
         finally:
             self.seconds[name] = round(time.perf_counter() - start, 3)
+            if before is not None and (cpu := processes.spent(before, processes.snapshot())):
+                self.cpu[name] = cpu
             log.info("%s: done in %.1f s", name, self.seconds[name])
+
+
+def local_processes(spark: SparkSession) -> bool:
+    """Whether the session's processes all run here (classic local mode)."""
+    context = classic_context(spark)
+    return context is not None and context.master.startswith("local")
 
 
 def log_counts(stage: str, section: dict) -> None:

@@ -41,6 +41,7 @@ def extract_crawl_input(
             "skipped_by_reason": skipped,
         },
         "seconds": timer.seconds,
+        "cpu_seconds": timer.cpu,
     }
 
 

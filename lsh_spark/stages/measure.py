@@ -99,6 +99,7 @@ def stage_verify_measure(spark: SparkSession, out: Output, cfg: DedupConfig) -> 
             {"from": round(b / binning.scale, 6), "pairs": n} for b, n in bins
         ],
         "seconds": timer.seconds,
+        "cpu_seconds": timer.cpu,
     }
 
 

@@ -16,7 +16,7 @@ from lsh_spark.config import VECTOR_METHODS, DedupConfig
 from lsh_spark.features import word_minhash_features
 from lsh_spark.normalize import checked_texts, prepare
 from lsh_spark.readers import InputError, check_unique_ids, read_corpus
-from lsh_spark.session import in_background
+from lsh_spark.session import in_background, job_tag, tagged
 from lsh_spark.shingle import add_shingles, text_hash
 from lsh_spark.signature import minhash
 from lsh_spark.simhash import add_simhash
@@ -26,9 +26,7 @@ from lsh_spark.stages.common import (
     Observed,
     Output,
     Timer,
-    job_tag,
     observed,
-    tagged,
 )
 from lsh_spark.vectors import add_vector_signatures, as_double_array, vector_rejects
 
@@ -84,7 +82,7 @@ def stage_signatures(
             _await_id_check(ids_checked, out, ("shingles", "signatures", "rejects"))
     with tagged(spark, "signatures"):
         section = _signature_counts(out, facts, seen.result(out, "shingles"))
-    return dict(section, seconds=timer.seconds)
+    return dict(section, seconds=timer.seconds, cpu_seconds=timer.cpu)
 
 
 def _features(raw: DataFrame, cfg: DedupConfig, packed: bool) -> DataFrame:
@@ -263,4 +261,4 @@ def stage_vector_signatures(
         out.write(vecs.filter(F.col("reason").isNotNull()).select("id", "reason"), "rejects")
     with tagged(spark, "signatures"):
         section = _signature_counts(out, dict(facts, dimension=dim), seen.result(out, "vectors"))
-    return dict(section, seconds=timer.seconds)
+    return dict(section, seconds=timer.seconds, cpu_seconds=timer.cpu)

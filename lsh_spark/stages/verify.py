@@ -19,11 +19,14 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from lsh_spark import blocks as blocks_module
 from lsh_spark import jaccard as jaccard_module
+from lsh_spark.blocks import block_groups, block_memberships, drop_block_pairs
 from lsh_spark.buckets import DuplicateGroups, pairs_written
 from lsh_spark.caching import cached
+from lsh_spark.components import Checkpoints
 from lsh_spark.config import DedupConfig
-from lsh_spark.jaccard import block_groups, block_memberships, candidate_ids, drop_block_pairs
+from lsh_spark.jaccard import candidate_ids
 from lsh_spark.report import (
     SIMILARITY_BINS,
     histogram,
@@ -33,6 +36,7 @@ from lsh_spark.report import (
 )
 from lsh_spark.stages.common import Output, Timer, accepted_shingles, checkpoint_dir, observed
 from lsh_spark.stages.measure import stage_verify_measure
+from lsh_spark.stages.rounds import saved_rounds
 from lsh_spark.stages.verify_plan import (
     BROADCAST_ID_ROWS,
     VerifyCounts,
@@ -53,7 +57,7 @@ class _Tables:
     pairs: DataFrame  # candidate pairs not inside a block, cached
     pair_ids: DataFrame  # the ids of those pairs, cached
     dups: DuplicateGroups  # groups of identical texts, cached
-    checkpoints: str  # where connected components of the block graph save rounds
+    checkpoints: Checkpoints | None  # where connected components of the block graph keep rounds
     groups: DataFrame | None = None  # block groups, cached once planned
 
 
@@ -119,6 +123,7 @@ def stage_verify(
         "jaccard_histogram": [{"from": round(b / SIMILARITY_BINS, 2), "pairs": n} for b, n in bins],
         "verify_sizing": plan.sized_by,
         "seconds": timer.seconds,
+        "cpu_seconds": timer.cpu,
     }
 
 
@@ -130,7 +135,7 @@ def _cached_tables(out: Output, cfg: DedupConfig, stack: ExitStack) -> _Tables:
     pairs = stack.enter_context(cached(drop_block_pairs(out.read("candidates"), memberships)))
     signatures = out.read("signatures")
     return _Tables(
-        checkpoints=checkpoint_dir(out, cfg),
+        checkpoints=saved_rounds(checkpoint_dir(out, cfg)),
         blocks=blocks,
         signatures=signatures,
         shingles=accepted_shingles(out),
@@ -146,7 +151,7 @@ def _cached_tables(out: Output, cfg: DedupConfig, stack: ExitStack) -> _Tables:
 
 
 def _cached_groups(t: _Tables, cfg: DedupConfig, n_edges: int, stack: ExitStack) -> DataFrame:
-    """The block groups (:func:`lsh_spark.jaccard.block_groups`), cached: read twice
+    """The block groups (:func:`lsh_spark.blocks.block_groups`), cached: read twice
     (the number of tasks, then the tasks)."""
     return stack.enter_context(
         cached(
@@ -156,7 +161,7 @@ def _cached_groups(t: _Tables, cfg: DedupConfig, n_edges: int, stack: ExitStack)
                 cfg.max_bucket_size,
                 n_edges=n_edges,
                 max_family_size=cfg.max_family_size,
-                checkpoint_dir=t.checkpoints,
+                checkpoints=t.checkpoints,
             )
         )
     )
@@ -202,7 +207,7 @@ def _count_sizes(t: _Tables) -> Row:
         .crossJoin(t.dups.stats_frame())
     )
     if t.groups is not None:
-        sizing = sizing.crossJoin(jaccard_module.block_work_frame(t.groups))
+        sizing = sizing.crossJoin(blocks_module.block_work_frame(t.groups))
     return sizing.first()
 
 
@@ -227,15 +232,15 @@ def _verified_pairs(
     # representative's pairs: near pairs by two joins, block pairs in the block
     # tasks (with --pairs edges, expand and copies leave them as they are).
     found = t.dups.expand(_near_pairs(t, plan, cfg, stack), BROADCAST_ID_ROWS)
-    block_work = jaccard_module.block_work(None)
+    block_work = blocks_module.block_work(None)
     if not plan.has_blocks:  # no blocks, no second read of shingles/
         return found, block_work
     share_partitions = None
     if plan.share_spread == "own_job":
         t.groups = _cached_groups(t, cfg, plan.counts.block_edges or 0, stack)
-        block_work = jaccard_module.block_work(t.groups)
+        block_work = blocks_module.block_work(t.groups)
     elif plan.share_spread == "sizing_job":
-        block_work = jaccard_module.block_work_of(sizes)
+        block_work = blocks_module.block_work_of(sizes)
     else:
         # How many tasks the split groups take is counted after the write;
         # their shares are spread over the shuffle partitions instead.
@@ -268,7 +273,7 @@ def _block_pairs(
     """Verified pairs of the block members (a spanning forest of each family with
     ``--pairs edges``; copies expanded in the block tasks with ``--pairs all``)."""
     member_shingles = _keep_ids(t.shingles, t.memberships.select("id"), plan.broadcast_member_ids)
-    return jaccard_module.verify_blocks(
+    return blocks_module.verify_blocks(
         t.blocks,
         t.memberships,
         member_shingles,
@@ -279,7 +284,7 @@ def _block_pairs(
         share_partitions=share_partitions,
         copies=t.dups.copies(BROADCAST_ID_ROWS),
         forest=cfg.pairs == "edges",
-        checkpoint_dir=t.checkpoints,
+        checkpoints=t.checkpoints,
     )
 
 
@@ -288,7 +293,7 @@ def _figures_after_write(t: _Tables) -> dict[str, Any] | None:
     one small query over the tables the write cached."""
     stats = t.dups.stats_frame()
     if t.groups is not None:
-        stats = stats.crossJoin(jaccard_module.block_work_frame(t.groups))
+        stats = stats.crossJoin(blocks_module.block_work_frame(t.groups))
     row = stats.first()
     t.dups.stats(row)
-    return jaccard_module.block_work_of(row) if t.groups is not None else None
+    return blocks_module.block_work_of(row) if t.groups is not None else None
