@@ -1,18 +1,39 @@
-"""lsh-spark side by side with Spark MLlib and datasketch on one corpus.
+"""lsh-spark side by side with Spark MLlib, datasketch and datatrove on one corpus.
 
     python bench/compare.py --corpus bench/out/c40k/corpus.jsonl --work bench/out/cmp \\
         [--threshold 0.8] [--systems lsh-spark,mllib,datasketch] [--master 'local[2]']
+    python bench/compare.py --corpus bench/out/web/corpus-200000-web/corpus.jsonl \\
+        --work bench/out/cmp200k-web --datatrove-python VENV/bin/python
 
 Runs each system as its own process (spark-submit for the Spark ones), first
 once untimed on a small warm-up corpus (``--warmup``, the bundled sample), so
 the timed run of whichever system goes first does not alone pay for reading
 Spark's jars and the Python packages from a cold disk or for compiling and
 caching kernels; then on the corpus, and records
-wall time and the peak memory of its whole process tree (JVM plus Python
-workers; see tree_memory; polled every 0.5 s), then
-scores every system's pairs against the same exact ground truth
-(bench/quality.py).  Prints one table and writes
-``results.json`` under ``--work``.
+wall time, the CPU seconds and the peak memory of its whole process tree (JVM plus
+Python workers; see tree_memory; polled every 0.5 s), then scores every system
+against the same truth (``--score``):
+
+* ``pairs`` (any corpus): the pairs each system lists against every pair with
+  exact Jaccard >= threshold (bench/quality.py); lsh-spark lists every verified
+  pair (``--pairs all``), as MLlib and datasketch do;
+* ``planted`` (a corpus of ``bench/make_corpus.py --shape web|flat``, whose
+  originals carry ``"original": true``; ``auto``, the default, picks it for such
+  a corpus): the planted copies, scored as bench/web_shape.py scores them (its
+  ``quality``): recall of the copies with exact Jaccard >= threshold with their
+  original (in one cluster with it), removed documents, false edges (links below
+  the threshold: lsh-spark's ``pairs/``, datatrove's candidate pairs) and
+  removals across groups.  lsh-spark runs with the README's defaults.
+
+datatrove (bench/peer_datatrove.py: 0.10.1 measured, the FineWeb recipe, 14 bands
+of 8 hashes, ``--datatrove-workers`` processes, by default the master's cores) is
+scored on planted corpora only: it verifies no pair, so it has none to list.  It
+runs under a Python of its own, given by ``--datatrove-python`` (made with
+``python3 -m venv VENV && VENV/bin/pip install 'datatrove[io,processing]==0.10.1'
+spacy``); without one it is skipped, and a line says so.  Its input is the corpus
+dealt into one JSON Lines file per worker under ``--work`` (not timed).
+
+Prints one table and writes ``results.json`` under ``--work``.
 """
 
 from __future__ import annotations
@@ -23,7 +44,10 @@ import hashlib
 import json
 import os
 import pickle
+import re
+import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import threading
@@ -98,6 +122,15 @@ def local_master(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
+def cores(master: str) -> int:
+    m = re.fullmatch(r"local\[(\d+)(,\s*\d+)?\]", master)
+    if m:
+        return int(m.group(1))
+    if master == "local":
+        return 1
+    return os.cpu_count() or 1
+
+
 def spark_settings(system: str, master: str) -> list[str]:
     """spark-submit arguments of Spark system ``system`` beyond master and memory.
 
@@ -124,10 +157,12 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
     """Run ``cmd``; return wall seconds, the peak memory of its process tree (MiB,
     see :func:`tree_memory`) and of its largest JVM and largest Python process alone
     (resident MiB), the CPU seconds of the whole tree (user + system, each process's
-    last sample), exit code and output tail.  Processes are sampled every 0.5 s, so a
-    process living less than that can be missed."""
+    last sample), the machine's 1-minute load average before and after (on a shared
+    machine, how busy the others kept it), exit code and output tail.  Processes are
+    sampled every 0.5 s, so a process living less than that can be missed."""
     import psutil
 
+    load_before = os.getloadavg()[0]
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -169,6 +204,7 @@ def run_measured(cmd: list[str], env: dict | None = None) -> dict:
         "peak_jvm_mib": round(peak["java"] / 2**20),
         "peak_python_process_mib": round(peak["python"] / 2**20),
         "cpu_seconds": round(sum(cpu.values()), 1),
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "exit": proc.returncode,
         "tail": out.strip().splitlines()[-3:],
     }
@@ -305,12 +341,346 @@ def score(pairs: dict, truth: dict, t: float) -> dict:
     }
 
 
+# The systems each --score can score.  The exact ground truth scores the pairs a
+# system lists, and every peer but datatrove verifies its candidates and lists them;
+# the planted copies score clusters and the links they are made of, which lsh-spark
+# and datatrove write (MLlib and datasketch write no clusters).
+SCORED = {
+    "pairs": ("lsh-spark", "mllib", "datasketch"),
+    "planted": ("lsh-spark", "datatrove"),
+}
+
+
+def planted_corpus(corpus: str, lines: int = 1000) -> bool:
+    """Whether a record among the first ``lines`` of ``corpus`` is a planted original
+    (``"original": true``, written by ``bench/make_corpus.py --shape web|flat``)."""
+    return any(rec.get("original") is True for rec in corpus_records(corpus, lines))
+
+
+def choose_score(score: str, corpus: str, id_col: str, text_col: str) -> str:
+    """``--score``: ``auto`` is ``planted`` for a corpus with planted originals and
+    ``pairs`` otherwise.  Planted scoring reads the corpus as bench/web_shape.py
+    does: one JSON Lines file with the fields ``id`` and ``text``."""
+    if score == "auto":
+        score = "planted" if planted_corpus(corpus) else "pairs"
+    if score == "planted":
+        if (id_col, text_col) != ("id", "text"):
+            raise SystemExit(
+                "--score planted reads the fields id and text of bench/make_corpus.py, "
+                f"not --id-col {id_col!r} --text-col {text_col!r}"
+            )
+        if not os.path.isfile(corpus):
+            raise SystemExit(f"--score planted reads one corpus.jsonl file, not {corpus}")
+    return score
+
+
+def choose_systems(
+    systems: str | None, score: str, datatrove_python: str | None
+) -> tuple[list[str], dict[str, str]]:
+    """The systems to run (``--systems``, by default every system ``score`` scores)
+    and those skipped, each with the reason printed for it: datatrove without
+    ``--datatrove-python``.  A system unknown, or one ``score`` cannot score, stops
+    everything before anything runs."""
+    names = systems.split(",") if systems else list(SCORED[score])
+    known = sorted({n for group in SCORED.values() for n in group})
+    for name in names:
+        if name not in known:
+            raise SystemExit(f"--systems: unknown system {name!r}; known: {', '.join(known)}")
+        if name not in SCORED[score]:
+            other = next(k for k, v in SCORED.items() if name in v)
+            raise SystemExit(
+                f"--systems: {name} cannot be scored with --score {score} (only with "
+                f"--score {other}); with --score {score}: {', '.join(SCORED[score])}"
+            )
+    skipped = {}
+    if "datatrove" in names and not datatrove_python:
+        skipped["datatrove"] = (
+            "no --datatrove-python given (a Python with datatrove 0.10.x: "
+            "see bench/compare.py's docstring)"
+        )
+    run = [n for n in names if n not in skipped]
+    if not run:
+        raise SystemExit(
+            "nothing to run: " + "; ".join(f"{n} skipped: {why}" for n, why in skipped.items())
+        )
+    return run, skipped
+
+
+def datatrove_version(python: str) -> str:
+    """The version of datatrove ``python`` imports; stops naming the option otherwise."""
+    code = "import importlib.metadata as m; print(m.version('datatrove'))"
+    try:
+        done = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=300, check=False
+        )
+    except OSError as e:
+        raise SystemExit(f"--datatrove-python {python}: cannot run it: {e}") from None
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(
+            f"--datatrove-python {python}: no datatrove there ({tail}); make one with "
+            "python3 -m venv VENV && VENV/bin/pip install 'datatrove[io,processing]==0.10.1' spacy"
+        )
+    return done.stdout.strip()
+
+
+def write_shards(corpus: str, folder: str, n: int, id_col: str, text_col: str) -> str:
+    """``corpus``'s usable records dealt in turn into ``n`` JSON Lines files under
+    ``folder`` (made anew), with the fields ``id`` and ``text`` that
+    bench/peer_datatrove.py reads: datatrove runs one task per file in its first
+    and last stage."""
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    with contextlib.ExitStack() as stack:
+        files = [
+            stack.enter_context(
+                open(os.path.join(folder, f"part-{i:05d}.jsonl"), "w", encoding="utf-8")
+            )
+            for i in range(n)
+        ]
+        records = (r for r in corpus_records(corpus) if usable(r, id_col, text_col))
+        for k, rec in enumerate(records):
+            doc = {"id": rec[id_col], "text": rec[text_col]}
+            files[k % n].write(json.dumps(doc, ensure_ascii=False) + "\n")
+    return folder
+
+
+def datatrove_outcome(out: str, shards: list[str], truth: list[dict]):
+    """What :func:`lsh_spark_outcome` gives, from a bench/peer_datatrove.py output:
+    found copies (the copy or its original removed), its candidate pairs (the
+    ``.dups`` files, each side a shard number and the document's place in it) and
+    the removals (removed id, the id its cluster keeps)."""
+    order = []
+    for path in shards:
+        with open(path, encoding="utf-8") as fh:
+            order.append([json.loads(line)["id"] for line in fh])
+    links = set()
+    folder = os.path.join(out, "buckets")
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".dups"):
+            with open(os.path.join(folder, name), "rb") as fh:
+                for f1, d1, f2, d2 in struct.iter_unpack("<4I", fh.read()):
+                    links.add(tuple(sorted((order[f1][d1], order[f2][d2]))))
+
+    def read(sub):
+        rows = []
+        for root, _, names in os.walk(os.path.join(out, sub)):
+            for name in sorted(names):
+                with open(os.path.join(root, name), encoding="utf-8") as fh:
+                    for line in fh:
+                        d = json.loads(line)
+                        rows.append((d["id"], d.get("metadata", {}).get("minhash_cluster_id", -1)))
+        return rows
+
+    removed = read("removed")
+    kept = {c: i for i, c in read("kept") if c != -1}
+    gone = {i for i, _ in removed}
+    found = {t["copy"] for t in truth if t["copy"] in gone or t["original"] in gone}
+    removals = [(i, kept[c]) for i, c in removed if c in kept]
+    return found, sorted(links), removals
+
+
+def datatrove_as_run(out: str, shards: str) -> dict:
+    """Write a bench/peer_datatrove.py output ``out`` (run on the files of
+    ``shards``) in the layout of a lsh-spark run, which bench/web_shape.py's
+    ``quality`` scores: ``clusters/`` (``id``, ``cluster_id``, ``keep``: every
+    document; a datatrove cluster is named by the id it keeps, any other document is
+    its own) and ``pairs/`` (``id_a``, ``id_b``: the candidate pairs datatrove's
+    clusters are made of, as bench/multilingual.py reads them; it verifies none).
+    Returns their counts."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = sorted(os.path.join(shards, f) for f in os.listdir(shards) if f.endswith(".jsonl"))
+    _, links, removals = datatrove_outcome(out, files, [])
+    removed_lines = 0
+    for root, _, names in os.walk(os.path.join(out, "removed")):
+        for name in names:
+            with open(os.path.join(root, name), encoding="utf-8") as fh:
+                removed_lines += sum(1 for line in fh if line.strip())
+    if removed_lines != len(removals):
+        raise SystemExit(
+            f"{out}: {removed_lines - len(removals)} removed documents whose cluster "
+            "keeps no document: not a complete datatrove output"
+        )
+    ids = []
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            ids += [json.loads(line)["id"] for line in fh if line.strip()]
+    cluster = {i: i for i in ids}
+    for gone, kept in removals:
+        cluster[gone] = kept
+    gone = {i for i, _ in removals}
+    for sub, table in (
+        (
+            "clusters",
+            pa.table(
+                {
+                    "id": ids,
+                    "cluster_id": [cluster[i] for i in ids],
+                    "keep": [i not in gone for i in ids],
+                }
+            ),
+        ),
+        ("pairs", pa.table({"id_a": [a for a, _ in links], "id_b": [b for _, b in links]})),
+    ):
+        shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
+        os.makedirs(os.path.join(out, sub))
+        pq.write_table(table, os.path.join(out, sub, "part-00000.parquet"))
+    return {"candidate_pairs": len(links)}
+
+
+def false_edges_across_groups(run: str, texts: dict[str, str], threshold: float) -> int:
+    """Edges of ``run``'s ``pairs/`` below ``threshold`` (exact Jaccard, reference
+    shingles) between documents of two planted groups.  bench/web_shape.py's
+    ``false_edges`` counts these and those inside a group: two near copies of one
+    original, each at or above the threshold with it, can fall below it with each
+    other, a link that removes a planted copy all the same."""
+    import pyarrow.dataset as ds
+    from planted import Shingles, group
+
+    pairs = ds.dataset(os.path.join(run, "pairs"), format="parquet").to_table(
+        columns=["id_a", "id_b"]
+    )
+    shingles = Shingles(texts)
+    return sum(
+        group(a) != group(b) and shingles.jaccard(a, b) < threshold - 1e-9
+        for a, b in zip(
+            pairs.column("id_a").to_pylist(), pairs.column("id_b").to_pylist(), strict=True
+        )
+    )
+
+
+# The columns of the printed table under each --score (results.json has more).
+TABLE_COLUMNS = {
+    "pairs": [
+        "seconds",
+        "docs_per_second",
+        "candidate_pairs",
+        "verified_pairs",
+        "recall",
+        "recall_at_t_plus_0.05",
+        "false_pairs",
+        "peak_mem_mib",
+    ],
+    "planted": [
+        "seconds",
+        "cpu_seconds",
+        "docs_per_second",
+        "removed",
+        "recall",
+        "false_edges",
+        "false_edges_across_groups",
+        "removals_across_groups",
+        "edges",
+        "peak_mem_mib",
+    ],
+}
+
+
+def table(results: dict[str, dict], cols: list[str]) -> str:
+    """The Markdown table of ``results``, one row per system, "—" where a system has
+    no such figure."""
+    lines = ["| system | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for system, res in results.items():
+        lines.append(f"| {system} | " + " | ".join(str(res.get(c, "—")) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def own_counts(system: str, res: dict, out: str) -> dict:
+    """What a finished system says of its own run: lsh-spark's report.json (candidate
+    pairs, bounded buckets); a peer's last JSON line (its candidate pairs; datatrove's
+    own time from its start to the end of its last stage, ``own_seconds``)."""
+    if system == "lsh-spark":
+        with open(os.path.join(out, "report.json")) as fh:
+            rep = json.load(fh)
+        return {
+            "candidate_pairs": rep["counts"]["candidate_pairs"],
+            "bounded_buckets": rep["buckets"]["bounded_buckets"],
+        }
+    got = {}
+    for line in res["tail"]:
+        if line.startswith("{"):
+            own = json.loads(line)
+            if "candidate_pairs" in own:
+                got["candidate_pairs"] = own["candidate_pairs"]
+            if system == "datatrove" and "seconds" in own:
+                got["own_seconds"] = own["seconds"]
+    return got
+
+
+def score_pairs(args: argparse.Namespace, results: dict[str, dict]) -> int:
+    """Score each finished system's listed pairs against the exact ground truth
+    (:func:`ground_truth`, :func:`score`); returns the number of true pairs."""
+    print("computing exact ground truth ...", file=sys.stderr, flush=True)
+    truth = ground_truth(args.corpus, args.threshold, args.truth_cache, args.id_col, args.text_col)
+    for system, res in results.items():
+        out = os.path.join(args.work, system)
+        if res["exit"] != 0:
+            continue
+        if system == "datasketch":
+            with open(os.path.join(out, "pairs.jsonl")) as fh:
+                rows = [json.loads(line) for line in fh]
+        else:
+            rows = read_parquet(os.path.join(out, "pairs"))
+        pairs = {(r["id_a"], r["id_b"]): r["jaccard"] for r in rows}
+        res.update(score(pairs, truth, args.threshold))
+    return len(truth)
+
+
+def score_planted(args: argparse.Namespace, results: dict[str, dict], shards: str | None) -> int:
+    """Score each finished system against the planted copies with bench/web_shape.py's
+    ``quality`` (datatrove's output first written as a run, :func:`datatrove_as_run`),
+    and :func:`false_edges_across_groups`; ``edges`` counts the rows of ``pairs/``.
+    Returns the number of planted copies at or above the threshold."""
+    import pyarrow.dataset as ds
+    from planted import quality, read_texts
+
+    print("scoring against the planted copies ...", file=sys.stderr, flush=True)
+    texts, originals = read_texts(args.corpus)
+    planted = 0
+    for system, res in results.items():
+        out = os.path.join(args.work, system)
+        if res["exit"] != 0:
+            continue
+        if system == "datatrove":
+            res.update(datatrove_as_run(out, shards))
+        res.update(quality(out, texts, originals, args.threshold))
+        res["false_edges_across_groups"] = false_edges_across_groups(out, texts, args.threshold)
+        res["edges"] = ds.dataset(os.path.join(out, "pairs"), format="parquet").count_rows()
+        planted = res["planted_copies"]
+    return planted
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
     p.add_argument("--corpus", required=True)
     p.add_argument("--work", required=True, help="folder for the systems' outputs")
     p.add_argument("--threshold", type=float, default=0.8)
-    p.add_argument("--systems", default="lsh-spark,mllib,datasketch")
+    p.add_argument(
+        "--systems",
+        help="comma-separated, of lsh-spark, mllib, datasketch (--score pairs) and "
+        "datatrove (--score planted); default: every system the score scores",
+    )
+    p.add_argument(
+        "--score",
+        choices=("auto", "pairs", "planted"),
+        default="auto",
+        help="pairs: against every pair with exact J >= threshold; planted: against "
+        "the copies bench/make_corpus.py --shape web|flat planted; auto (default): "
+        "planted for a corpus whose records mark their original",
+    )
+    p.add_argument(
+        "--datatrove-python",
+        help="a Python with datatrove 0.10.x (its own virtualenv: see the docstring) "
+        "to run bench/peer_datatrove.py with; without it datatrove is skipped",
+    )
+    p.add_argument(
+        "--datatrove-workers",
+        type=int,
+        help="datatrove's worker processes, and the files its input is dealt into "
+        "(default: the cores of --master)",
+    )
     p.add_argument("--master", default="local[2]")
     p.add_argument("--driver-memory", default="4g")
     # The fewest tables with P(candidate | J = 0.8) = 1 - 0.2**t >= 0.99, the
@@ -368,6 +738,17 @@ def main() -> None:
     if args.repeat < 1:
         raise SystemExit(f"--repeat must be at least 1, not {args.repeat}")
     check_fields(args.corpus, args.id_col, args.text_col)
+    score_by = choose_score(args.score, args.corpus, args.id_col, args.text_col)
+    systems, skipped = choose_systems(args.systems, score_by, args.datatrove_python)
+    for system, why in skipped.items():
+        print(f"{system}: skipped: {why}", file=sys.stderr, flush=True)
+    versions = {}
+    workers = 0
+    if "datatrove" in systems:
+        versions["datatrove"] = datatrove_version(args.datatrove_python)
+        workers = args.datatrove_workers or cores(args.master)
+        if workers < 1:
+            raise SystemExit(f"--datatrove-workers must be at least 1, not {workers}")
     # Before any system runs (the ground truth comes after them): the pairs
     # are scored by id, and lsh-spark stops on a repeated one.
     check_ids(
@@ -387,6 +768,17 @@ def main() -> None:
     os.makedirs(args.work, exist_ok=True)
     env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     n_docs = sum(1 for line in corpus_lines(args.corpus) if line.strip())
+    # datatrove's input: the corpus (and the warm-up corpus) dealt into one file per
+    # worker, written before anything is timed.
+    shard_dirs = {}
+    if "datatrove" in systems:
+        for corpus, folder, names in (
+            (args.corpus, os.path.join(args.work, "datatrove-input"), fields),
+            (args.warmup, os.path.join(args.work, "warmup", "datatrove-input"), warm_fields),
+        ):
+            if corpus:
+                id_col, text_col = names[1::2] or ["id", "text"]
+                shard_dirs[corpus] = write_shards(corpus, folder, workers, id_col, text_col)
 
     def command(system: str, corpus: str, out: str, fields: list[str] = fields) -> list[str]:
         if system == "lsh-spark":
@@ -405,6 +797,11 @@ def main() -> None:
             )
             if args.max_bucket_size:
                 cmd += ["--max-bucket-size", str(args.max_bucket_size)]
+            if score_by == "planted":
+                # The README's command: what is scored is clusters and their edges.
+                if args.max_family_size:
+                    cmd += ["--max-family-size", str(args.max_family_size)]
+                return cmd
             # Every verified pair, as the peers list them (the default writes edges).
             cmd += ["--pairs", "all", "--max-all-pairs", str(ALL_PAIRS_BOUND)]
             return cmd + ["--max-family-size", str(args.max_family_size or max(n_docs, 2))]
@@ -435,11 +832,15 @@ def main() -> None:
                 "--threshold",
                 str(args.threshold),
             ] + fields
+        if system == "datatrove":
+            return [
+                args.datatrove_python,
+                os.path.join(HERE, "peer_datatrove.py"),
+                *("--input", shard_dirs[corpus], "--out", out),
+                *("--workers", str(workers)),
+            ]
         raise SystemExit(f"--systems: unknown system {system!r}")
 
-    systems = args.systems.split(",")
-    for system in systems:
-        command(system, args.corpus, "")  # unknown names fail before anything runs
     runs: dict[str, list[dict]] = {system: [] for system in systems}
     for round_no in range(args.repeat):
         for system in systems:
@@ -464,55 +865,37 @@ def main() -> None:
             print(f"running {system}{rounds} ...", file=sys.stderr, flush=True)
             runs[system].append(run_measured(command(system, args.corpus, out), env))
     results = {system: summarize_runs(done, n_docs) for system, done in runs.items()}
-    print("computing exact ground truth ...", file=sys.stderr, flush=True)
-    truth = ground_truth(args.corpus, args.threshold, args.truth_cache, args.id_col, args.text_col)
     for system, res in results.items():
-        out = os.path.join(args.work, system)
-        if res["exit"] != 0:
-            continue
-        if system == "datasketch":
-            with open(os.path.join(out, "pairs.jsonl")) as fh:
-                rows = [json.loads(line) for line in fh]
-        else:
-            rows = read_parquet(os.path.join(out, "pairs"))
-        pairs = {(r["id_a"], r["id_b"]): r["jaccard"] for r in rows}
-        res.update(score(pairs, truth, args.threshold))
-        if system == "lsh-spark":
-            with open(os.path.join(out, "report.json")) as fh:
-                rep = json.load(fh)
-            res["candidate_pairs"] = rep["counts"]["candidate_pairs"]
-            res["bounded_buckets"] = rep["buckets"]["bounded_buckets"]
-        else:
-            for line in res["tail"]:
-                if line.startswith("{"):
-                    res.update(
-                        {k: v for k, v in json.loads(line).items() if k in ("candidate_pairs",)}
-                    )
+        if res["exit"] == 0:
+            res.update(own_counts(system, res, os.path.join(args.work, system)))
+        if system in versions:
+            res["version"] = versions[system]
+    if score_by == "planted":
+        truth_size = score_planted(args, results, shard_dirs.get(args.corpus))
+    else:
+        truth_size = score_pairs(args, results)
     summary = {
         "corpus": args.corpus,
         "documents": n_docs,
         "threshold": args.threshold,
+        "score": score_by,
         "warmup": args.warmup or None,
-        "true_pairs": len(truth),
+        ("planted_copies" if score_by == "planted" else "true_pairs"): truth_size,
         "systems": results,
+        "skipped": skipped,
     }
     with open(os.path.join(args.work, "results.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
-    cols = [
-        "seconds",
-        "docs_per_second",
-        "candidate_pairs",
-        "verified_pairs",
-        "recall",
-        "recall_at_t_plus_0.05",
-        "false_pairs",
-        "peak_mem_mib",
-    ]
-    print(f"{len(truth)} true pairs with J >= {args.threshold} among {n_docs} documents")
-    print("| system | " + " | ".join(cols) + " |")
-    print("|---" * (len(cols) + 1) + "|")
-    for system, res in results.items():
-        print(f"| {system} | " + " | ".join(str(res.get(c, "—")) for c in cols) + " |")
+    if score_by == "planted":
+        print(
+            f"{truth_size} planted copies with J >= {args.threshold} with their original "
+            f"among {n_docs} documents"
+        )
+    else:
+        print(f"{truth_size} true pairs with J >= {args.threshold} among {n_docs} documents")
+    print(table(results, TABLE_COLUMNS[score_by]))
+    for system, why in skipped.items():
+        print(f"{system}: skipped: {why}")
     base = results.get("lsh-spark", {})
     for system, res in results.items():
         if base.get("exit") == 0 and system != "lsh-spark" and res.get("exit") == 0:

@@ -1,7 +1,7 @@
 """Near copies in many languages and scripts: recall, wrong links and cost by language.
 
     python bench/multilingual.py [--work bench/out/multilingual] \\
-        [--english-source ../shared/data/pan13] [--datatrove-python /tmp/dt-venv/bin/python]
+        [--english-source ../shared/data/pan13] [--datatrove-python DT_VENV/bin/python]
 
 Run it in the project's environment (``source scripts/setup-env.sh``) with the
 ``bench`` extra's ``psutil`` importable (bench/compare.py measures the runs).  The
@@ -15,7 +15,7 @@ text comes from Debian packages (about 125 MiB installed):
         gnome-control-center-data gnome-desktop3-data tasksel-data libgweather-4-common
 
 and datatrove, when wanted, from a virtualenv of its own:
-``python3 -m venv /tmp/dt-venv && /tmp/dt-venv/bin/pip install
+``python3 -m venv DT_VENV && DT_VENV/bin/pip install
 'datatrove[io,processing]==0.10.1' spacy``.
 
 The corpus is real text nobody on the project wrote, read from Debian packages
@@ -93,7 +93,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import reference  # noqa: E402
-from web_shape import Shingles  # noqa: E402 (reference word 5-shingles, kept as hashes)
+from compare import cores, datatrove_outcome  # noqa: E402
+from planted import Shingles  # noqa: E402 (reference word 5-shingles, kept as hashes)
 
 # -- sources ---------------------------------------------------------------
 
@@ -719,41 +720,6 @@ def lsh_spark_outcome(run: str, truth: list[dict]):
     return found, links, removals
 
 
-def datatrove_outcome(out: str, shards: list[str], truth: list[dict]):
-    """What :func:`lsh_spark_outcome` gives, from a bench/peer_datatrove.py output:
-    found copies (the copy or its original removed), its candidate pairs (the
-    ``.dups`` files, each side a shard number and the document's place in it) and
-    the removals (removed id, the id its cluster keeps)."""
-    order = []
-    for path in shards:
-        with open(path, encoding="utf-8") as fh:
-            order.append([json.loads(line)["id"] for line in fh])
-    links = set()
-    folder = os.path.join(out, "buckets")
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".dups"):
-            with open(os.path.join(folder, name), "rb") as fh:
-                for f1, d1, f2, d2 in struct.iter_unpack("<4I", fh.read()):
-                    links.add(tuple(sorted((order[f1][d1], order[f2][d2]))))
-
-    def read(sub):
-        rows = []
-        for root, _, names in os.walk(os.path.join(out, sub)):
-            for name in sorted(names):
-                with open(os.path.join(root, name), encoding="utf-8") as fh:
-                    for line in fh:
-                        d = json.loads(line)
-                        rows.append((d["id"], d.get("metadata", {}).get("minhash_cluster_id", -1)))
-        return rows
-
-    removed = read("removed")
-    kept = {c: i for i, c in read("kept") if c != -1}
-    gone = {i for i, _ in removed}
-    found = {t["copy"] for t in truth if t["copy"] in gone or t["original"] in gone}
-    removals = [(i, kept[c]) for i, c in removed if c in kept]
-    return found, sorted(links), removals
-
-
 # -- runs ------------------------------------------------------------------
 
 
@@ -773,15 +739,6 @@ def modes(tokens: bool) -> dict[str, list[str]]:
         out["space"] = ["--tokens", "space"]
     out["char"] = ["--shingle", "char"]
     return out
-
-
-def cores(master: str) -> int:
-    m = re.fullmatch(r"local\[(\d+)(,\s*\d+)?\]", master)
-    if m:
-        return int(m.group(1))
-    if master == "local":
-        return 1
-    return os.cpu_count() or 1
 
 
 def mb_per_s_per_core(n_bytes: int, seconds: float, n_cores: int) -> float:

@@ -1,9 +1,12 @@
 """datatrove's MinHash deduplication with its default settings, as a peer in bench/.
 
-    /tmp/dt-venv/bin/python bench/peer_datatrove.py --input SHARDS --out DIR [--workers 2]
+    VENV/bin/python bench/peer_datatrove.py --input SHARDS --out DIR [--workers 2]
 
 Runs under a Python that has ``datatrove`` (0.10.1 measured; with ``spacy`` for its
-default English word tokenizer and ``xxhash``), never lsh-spark's: the four stages of
+default English word tokenizer and ``xxhash``), never lsh-spark's: a virtualenv of its
+own, made with ``python3 -m venv VENV && VENV/bin/pip install
+'datatrove[io,processing]==0.10.1' spacy``, whose Python bench/compare.py and
+bench/multilingual.py take as ``--datatrove-python``.  It runs the four stages of
 its FineWeb recipe (``MinhashConfig()``: 5-grams, 14 buckets x 8 hashes, 64-bit
 xxhash; ``Languages.english``'s tokenizer) with a ``LocalPipelineExecutor`` of
 ``--workers`` processes.  Stage 1 and 4 run one task per ``*.jsonl`` file of

@@ -35,8 +35,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,7 +44,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from compare import measured_dedup  # noqa: E402
 from make_corpus import build_once  # noqa: E402
-from reference import word_shingles  # noqa: E402
+from planted import quality, read_texts  # noqa: E402
 from scaling import STAGES  # noqa: E402
 from stage_volumes import event_log_args, parse_event_logs  # noqa: E402
 
@@ -58,102 +56,6 @@ def corpus(args: argparse.Namespace, n: int, shape: str) -> str:
         *("--copy-share", str(args.copy_share), "--exponent", str(args.exponent)),
         *("--largest", str(args.largest)),
     )
-
-
-def read_texts(path: str) -> tuple[dict[str, str], dict[str, str]]:
-    """Each document's text by id, and each group's original (its id) by group."""
-    texts, originals = {}, {}
-    with open(path, encoding="utf-8") as fh:
-        for d in map(json.loads, fh):
-            texts[d["id"]] = d["text"]
-            if d.get("original"):
-                originals[group(d["id"])] = d["id"]
-    if not originals:
-        raise SystemExit(
-            f'{path}: no document is marked "original"; it was built by an earlier '
-            "bench/make_corpus.py: delete its folder to build it again"
-        )
-    return texts, originals
-
-
-def group(doc_id: str) -> str:
-    return doc_id.partition("-")[0]
-
-
-class Shingles:
-    """Each document's word 5-shingles (tests/reference.py), computed once, kept as a
-    sorted array of their hashes: about 1 KB a document instead of a set of strings."""
-
-    def __init__(self, texts: dict[str, str]) -> None:
-        self.texts = texts
-        self.sets: dict[str, np.ndarray] = {}
-
-    def __getitem__(self, doc_id: str) -> np.ndarray:
-        got = self.sets.get(doc_id)
-        if got is None:
-            hashes = [hash(s) for s in word_shingles(self.texts[doc_id])]
-            got = self.sets[doc_id] = np.unique(np.array(hashes, dtype=np.int64))
-        return got
-
-    def jaccard(self, a: str, b: str) -> float:
-        x, y = self[a], self[b]
-        inter = len(np.intersect1d(x, y, assume_unique=True))
-        return inter / (len(x) + len(y) - inter)
-
-
-def planted_copies(shingles: Shingles, originals: dict[str, str], threshold: float) -> set[str]:
-    """Ids of the copies whose exact Jaccard with their group's original is >= threshold."""
-    return {
-        i
-        for i in shingles.texts
-        if group(i) in originals
-        and i != originals[group(i)]
-        and shingles.jaccard(i, originals[group(i)]) >= threshold
-    }
-
-
-def quality(run: str, texts: dict[str, str], originals: dict[str, str], threshold: float) -> dict:
-    """Recall of the planted copies (the share in one cluster with their original),
-    and the checks that make every removal right.
-
-    The source texts repeat passages (PAN13 is a text-reuse corpus), so documents of
-    different groups can be true near-duplicates: a removal across groups is counted,
-    not assumed wrong.  What would make a removal wrong is an edge of ``pairs/`` whose
-    exact Jaccard (reference shingling) is below the threshold: ``false_edges``.
-    """
-    shingles = Shingles(texts)
-    planted = planted_copies(shingles, originals, threshold)
-    clusters = ds.dataset(os.path.join(run, "clusters"), format="parquet").to_table(
-        columns=["id", "cluster_id", "keep"]
-    )
-    ids, cluster_ids, keeps = (clusters.column(n).to_pylist() for n in clusters.column_names)
-    kept = {c: i for i, c, k in zip(ids, cluster_ids, keeps, strict=True) if k}
-    # A planted copy is found when it shares a cluster with its original: one of the
-    # two is then removed (whichever --keep keeps).
-    cluster_of = dict(zip(ids, cluster_ids, strict=True))
-    found = sum(cluster_of[i] == cluster_of[originals[group(i)]] for i in planted)
-    removed = clusters.filter(~pc.field("keep"))
-    removed_ids = removed.column("id").to_pylist()
-    across = sum(
-        group(i) != group(kept[c])
-        for i, c in zip(removed_ids, removed.column("cluster_id").to_pylist(), strict=True)
-    )
-    pairs = ds.dataset(os.path.join(run, "pairs"), format="parquet").to_table(
-        columns=["id_a", "id_b"]
-    )
-    false_edges = sum(
-        shingles.jaccard(a, b) < threshold - 1e-9
-        for a, b in zip(
-            pairs.column("id_a").to_pylist(), pairs.column("id_b").to_pylist(), strict=True
-        )
-    )
-    return {
-        "planted_copies": len(planted),
-        "removed": len(removed_ids),
-        "recall": round(found / max(1, len(planted)), 4),
-        "removals_across_groups": across,
-        "false_edges": false_edges,
-    }
 
 
 def run_one(args: argparse.Namespace, n: int, shape: str) -> dict:

@@ -400,7 +400,7 @@ def test_compare_scores_a_planted_corpus_by_its_planted_copies(tmp_path):
 def test_a_datatrove_output_is_scored_as_a_lsh_spark_run(tmp_path):
     import struct
 
-    compare, web_shape = bench_module("compare"), bench_module("web_shape")
+    compare, planted = bench_module("compare"), bench_module("planted")
     corpus = tmp_path / "corpus.jsonl"
     _planted_corpus(corpus)
     shards = compare.write_shards(str(corpus), str(tmp_path / "shards"), 2, "id", "text")
@@ -436,8 +436,8 @@ def test_a_datatrove_output_is_scored_as_a_lsh_spark_run(tmp_path):
             encoding="utf-8",
         )
     assert compare.datatrove_as_run(str(out), shards) == {"candidate_pairs": 3}
-    texts, originals = web_shape.read_texts(str(corpus))
-    assert web_shape.quality(str(out), texts, originals, 0.8) == {
+    texts, originals = planted.read_texts(str(corpus))
+    assert planted.quality(str(out), texts, originals, 0.8) == {
         "planted_copies": 3,
         "removed": 3,
         "recall": 0.6667,
