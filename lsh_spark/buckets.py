@@ -61,17 +61,67 @@ def sort_ranks(values: pa.Array) -> np.ndarray:
     return rank
 
 
+def _bucket_rows(
+    band: np.ndarray, bucket: np.ndarray, text: np.ndarray, by_id: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows that make buckets of 2+ distinct texts, and where each bucket starts.
+
+    ``by_id`` lists the rows in ascending id order.  Returns ``kept``, row
+    indices grouped by bucket (a run of equal ``(band, bucket)``), ascending
+    by id within a bucket, one row per distinct ``text`` of the bucket (the
+    smallest id's), every bucket of at least two; and ``first``, the position
+    in ``kept`` where each bucket starts.
+
+    One stable sort of the bucket keys over the rows in id order groups them
+    (a key is a hash of its band and values, so a run of equal keys is one
+    band's bucket; should two bands share a 64-bit key, the rows are sorted
+    by ``(band, bucket)`` instead).  The copies of a text are then dropped
+    among the rows of buckets of 2+ only, which most rows are not.
+    """
+    order = by_id[np.argsort(bucket[by_id], kind="stable")]
+    keys = bucket[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = keys[1:] != keys[:-1]
+    in_run = ~new[1:]
+    bands = band[order]
+    if np.any(bands[1:][in_run] != bands[:-1][in_run]):
+        order = by_id[np.lexsort((bucket[by_id], band[by_id]))]
+        keys, bands = bucket[order], band[order]
+        new[1:] = (keys[1:] != keys[:-1]) | (bands[1:] != bands[:-1])
+    starts = np.flatnonzero(new)
+    sizes = np.diff(np.append(starts, len(order)))
+    shared = sizes > 1
+    rows = order[np.repeat(shared, sizes)]
+    group = np.repeat(np.arange(int(shared.sum())), sizes[shared])
+    # Stable: equal (bucket, text) rows stay in id order, the smallest first.
+    by_text = np.lexsort((text[rows], group))
+    texts, groups = text[rows][by_text], group[by_text]
+    first_copy = np.ones(len(by_text), dtype=bool)
+    first_copy[1:] = (texts[1:] != texts[:-1]) | (groups[1:] != groups[:-1])
+    keep = np.zeros(len(rows), dtype=bool)
+    keep[by_text[first_copy]] = True
+    kept, group = rows[keep], group[keep]
+    starts = np.ones(len(kept), dtype=bool)
+    starts[1:] = group[1:] != group[:-1]
+    first = np.flatnonzero(starts)
+    sizes = np.diff(np.append(first, len(kept)))
+    # Buckets left with one text after dropping the copies make no pair.
+    two = np.repeat(sizes > 1, sizes)
+    kept = kept[two]
+    starts = np.ones(len(kept), dtype=bool)
+    starts[1:] = group[two][1:] != group[two][:-1]
+    return kept, np.flatnonzero(starts)
+
+
 def _bucket_batches(
     batches: Iterator[pa.RecordBatch], max_ids: int | None
 ) -> Iterator[pa.RecordBatch]:
     """One partition of ``(id, band, bucket, text_key)`` rows -> its buckets of 2+ members.
 
-    Two sorts in numpy: by ``(band, bucket, text_key, id)``, keeping the first
-    (smallest) id of each text in each bucket, then the kept rows by ``(band,
-    bucket, id)``; a bucket is a run of equal ``(band, bucket)``.  Ids are
-    ranked with Arrow's sort, which orders strings bytewise like Spark.  A
-    bucket of more than ``max_ids`` members comes as several rows (see
-    :func:`bucket_members`).
+    The rows are grouped by :func:`_bucket_rows` (one stable sort of the
+    bucket keys over the rows in id order); ids are ordered with Arrow's
+    sort, which orders strings bytewise like Spark.  A bucket of more than
+    ``max_ids`` members comes as several rows (see :func:`bucket_members`).
     """
     batches = [b for b in batches if b.num_rows]
     if not batches:
@@ -79,21 +129,9 @@ def _bucket_batches(
     table = pa.Table.from_batches(batches)
     ids = table.column("id").combine_chunks()
     band, bucket, text = (table.column(c).to_numpy() for c in ("band", "bucket", "text_key"))
-    rank = sort_ranks(ids)
-
-    def starts(order: np.ndarray, *keys: np.ndarray) -> np.ndarray:
-        # True where any key differs from the previous row of ``order``.
-        new = np.zeros(len(order), dtype=bool)
-        new[:1] = True
-        for key in keys:
-            k = key[order]
-            new[1:] |= k[1:] != k[:-1]
-        return new
-
-    order = np.lexsort((rank, text, bucket, band))
-    kept = order[starts(order, band, bucket, text)]
-    kept = kept[np.lexsort((rank[kept], bucket[kept], band[kept]))]
-    first = np.flatnonzero(starts(kept, band, bucket))
+    kept, first = _bucket_rows(band, bucket, text, pc.sort_indices(ids).to_numpy())
+    if not len(kept):
+        return
     sizes = np.diff(np.append(first, len(kept)))
     cap = int(sizes.max()) if max_ids is None else max_ids
     whole = (sizes > 1) & (sizes <= cap)

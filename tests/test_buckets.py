@@ -263,17 +263,23 @@ def test_integer_ids_order_numerically(spark):
     assert got == {(9, 10), (9, 100), (10, 100)}
 
 
-def test_bucket_members_equal_a_reference_grouping(spark):
+@pytest.mark.parametrize("keys", ["per_band", "shared_by_bands"])
+def test_bucket_members_equal_a_reference_grouping(spark, keys):
     # Random band rows with non-ASCII ids of mixed lengths, copies of one text
     # in a bucket and several partitions; ids order bytewise in UTF-8, as Spark
-    # orders strings.
+    # orders strings.  Real bucket keys hash their band in ("per_band"); equal
+    # keys in different bands ("shared_by_bands", a 64-bit collision) must still
+    # be different buckets.
     rng = random.Random(5)
+    offset = 1000 if keys == "per_band" else 0
     alphabet = ["a", "b", "z", "é", "ß", "中", "😀", "0"]
     ids = sorted(
         {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4))) for _ in range(300)}
     )
     texts = {i: h(rng.randrange(40)) for i in ids}  # about 7 documents per text
-    rows = [(i, band, rng.randrange(25), texts[i]) for i in ids for band in range(3)]
+    rows = [
+        (i, band, band * offset + rng.randrange(25), texts[i]) for i in ids for band in range(3)
+    ]
     got = {
         (r.band, r.bucket): (list(r.ids), r.size)
         for r in bucket_members(local_frame(spark, rows, ROWS).repartition(3)).collect()

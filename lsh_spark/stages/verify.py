@@ -252,12 +252,12 @@ def _near_pairs(t: _Tables, plan: VerifyPlan, cfg: DedupConfig, stack: ExitStack
     """Verified candidate pairs (not in a block) of representatives."""
     # Shingles of the pair candidates only, read once (both sides of every
     # pair need them) and broadcast when they are small.
-    needed = _keep_ids(t.shingles, t.pair_ids, plan.broadcast_pair_ids)
-    if not plan.broadcast_shingles:
-        # Both sides of the shuffle joins read it: computed once.  A broadcast
-        # reads it once anyway (both sides reuse its exchange), and a cached
-        # copy would only add a second one to the heap.
-        needed = stack.enter_context(cached(needed))
+    # Both sides of the joins read it: computed once.  Broadcast, it is at most
+    # BROADCAST_SHINGLE_BYTES on the heap, and it must be cached all the same:
+    # Spark does not reuse the first side's broadcast exchange for the second
+    # (their id filters read the cached id list through two scans that do not
+    # compare equal), so uncached, shingles/ was read in full once per side.
+    needed = stack.enter_context(cached(_keep_ids(t.shingles, t.pair_ids, plan.broadcast_pair_ids)))
     return jaccard_module.verify_pairs(
         t.pairs, needed, cfg.threshold, broadcast=plan.broadcast_shingles
     )
