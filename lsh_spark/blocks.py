@@ -18,6 +18,7 @@ emits a spanning forest of its pairs instead
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from pyspark.sql import types as T
 
 from lsh_spark.block_matrix import block_forest, block_pairs, row_ranges
 from lsh_spark.buckets import sort_ranks
+from lsh_spark.caching import cached
 from lsh_spark.components import Checkpoints
 from lsh_spark.jaccard import join_sides
 from lsh_spark.shingle import shingle_parts
@@ -455,6 +457,7 @@ def verify_blocks(
     share_partitions: int | None = None,
     forest: bool = False,
     checkpoints: Checkpoints | None = None,
+    stack: ExitStack | None = None,
 ) -> DataFrame:
     """``(block, ids)`` x ``(id, shingles) -> (id_a, id_b, jaccard)`` with ``jaccard >= threshold``.
 
@@ -477,6 +480,10 @@ def verify_blocks(
     pairs, copies not expanded (they have their own star edges).
     ``checkpoints`` (used when ``groups`` is not given): where the connected
     components of a large block graph keep their rounds (see :func:`block_groups`).
+    ``stack``: when split groups have tasks of their own, the members' rows
+    (with their shingle sets) are read by both kinds of task; they are then
+    cached until ``stack`` closes.  Without it, each kind scans ``shingles``
+    and shuffles the members' sets again.
     """
     if groups is None:
         groups = block_groups(
@@ -513,6 +520,9 @@ def verify_blocks(
     n_split = work["split_tasks"] if work is not None else share_partitions
     if not n_split:
         return one
+    if stack is not None:
+        rows = stack.enter_context(cached(rows))
+        one = verified(rows.join(F.broadcast(whole), "group"), ["group"])
     shares = rows.join(F.broadcast(share_slots(split, n_split)), "group").repartition(
         n_split, "slot"
     )

@@ -245,7 +245,8 @@ def _verified_pairs(
         # How many tasks the split groups take is counted after the write;
         # their shares are spread over the shuffle partitions instead.
         share_partitions = max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
-    return found.unionByName(_block_pairs(t, plan, cfg, block_work, share_partitions)), block_work
+    blocks = _block_pairs(t, plan, cfg, block_work, share_partitions, stack)
+    return found.unionByName(blocks), block_work
 
 
 def _near_pairs(t: _Tables, plan: VerifyPlan, cfg: DedupConfig, stack: ExitStack) -> DataFrame:
@@ -269,6 +270,7 @@ def _block_pairs(
     cfg: DedupConfig,
     block_work: dict[str, Any],
     share_partitions: int | None,
+    stack: ExitStack,
 ) -> DataFrame:
     """Verified pairs of the block members (a spanning forest of each family with
     ``--pairs edges``; copies expanded in the block tasks with ``--pairs all``)."""
@@ -285,6 +287,7 @@ def _block_pairs(
         copies=t.dups.copies(BROADCAST_ID_ROWS),
         forest=cfg.pairs == "edges",
         checkpoints=t.checkpoints,
+        stack=stack,
     )
 
 
