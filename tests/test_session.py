@@ -314,6 +314,44 @@ def test_local_properties_are_read_and_conf_flags_win(tmp_path, launcher):
         assert json.loads(run.stdout) == got  # nothing else on stdout
 
 
+class _Builder:
+    """SparkSession.builder for a session on a given Spark version: records what it
+    was given and the PYSPARK_SUBMIT_ARGS the JVM would start with."""
+
+    def __init__(self, version: str) -> None:
+        self.version, self.given, self.stopped = version, [], False
+
+    def __getattr__(self, name):  # appName, master, config, remote
+        return lambda *args: self.given.append((name, *args)) or self
+
+    def getOrCreate(self):
+        self.submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS")
+        return self
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_spark_before_4_is_refused_once_the_session_is_up(monkeypatch, tmp_path):
+    """A Spark 3.5 JVM (SPARK_HOME) or Connect server behind a PySpark 4 client is
+    refused with the one line of lsh_spark.versions, and its session stopped;
+    --properties-file goes to the JVM's spark-submit ahead of the user's own
+    PYSPARK_SUBMIT_ARGS, which is put back afterwards."""
+    from lsh_spark.versions import UnsupportedSpark
+
+    old = _Builder("3.5.2")
+    monkeypatch.setattr(lsh_spark.session.SparkSession, "builder", old)
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-memory 2g pyspark-shell")
+    props = tmp_path / "my spark.properties"
+    with pytest.raises(UnsupportedSpark, match=r"needs Spark 4.0 to 4.3 .*found Spark 3.5.2"):
+        build_session("x", master="local[1]", conf=[("a", "1")], properties_file=str(props))
+    assert old.stopped
+    assert old.given == [("appName", "x"), ("master", "local[1]"), ("config", "a", "1")]
+    quoted = f"'{props}'"  # a path with a space, quoted for spark-submit's command line
+    assert old.submit_args == f"--properties-file {quoted} --driver-memory 2g pyspark-shell"
+    assert os.environ["PYSPARK_SUBMIT_ARGS"] == "--driver-memory 2g pyspark-shell"
+
+
 def test_stage_jobs_are_described_in_the_spark_ui(spark):
     """tagged() sets the job description the Spark UI lists (classic sessions),
     per thread, and puts the previous one back."""
