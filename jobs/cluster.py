@@ -1,8 +1,9 @@
-"""Stage 4: connected components, keep policy -> clusters/, deduped/ (reads pairs/, input)."""
+"""spark-submit jobs/cluster.py [flags]: lsh_spark/jobs/cluster.py, the entry point
+that the wheel ships too (`lsh-spark submit-path` prints its path); see its docstring."""
 
 import sys
 
-from lsh_spark.commands import cluster as main
+from lsh_spark.jobs.cluster import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,14 +1,9 @@
-"""spark-submit jobs/dedup.py --input PATH --output DIR [options]
-
-Runs the whole near-duplicate pipeline: signatures, candidates, exact
-verification, clusters and the deduplicated corpus, written atomically to
---output.  See docs/options.md for every option and README.md for the output
-layout.
-"""
+"""spark-submit jobs/dedup.py [flags]: lsh_spark/jobs/dedup.py, the entry point
+that the wheel ships too (`lsh-spark submit-path` prints its path); see its docstring."""
 
 import sys
 
-from lsh_spark.commands import dedup as main
+from lsh_spark.jobs.dedup import main
 
 if __name__ == "__main__":
     sys.exit(main())

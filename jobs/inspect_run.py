@@ -1,14 +1,9 @@
-"""spark-submit jobs/inspect_run.py OUT --input CORPUS [--html FILE]
-
-Writes one self-contained HTML page of what a dedup run merged and why (the
-largest clusters, removed documents beside the kept ones with the differing words
-highlighted, the similarity histogram, the S-curve, counts and rejects); also
-``lsh-spark inspect``.
-"""
+"""spark-submit jobs/inspect_run.py [flags]: lsh_spark/jobs/inspect_run.py, the entry point
+that the wheel ships too (`lsh-spark submit-path` prints its path); see its docstring."""
 
 import sys
 
-from lsh_spark.commands import inspect as main
+from lsh_spark.jobs.inspect_run import main
 
 if __name__ == "__main__":
     sys.exit(main())

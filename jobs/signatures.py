@@ -1,8 +1,9 @@
-"""Stage 1: read and validate the input, shingle, MinHash -> shingles/, signatures/, rejects/."""
+"""spark-submit jobs/signatures.py [flags]: lsh_spark/jobs/signatures.py, the entry point
+that the wheel ships too (`lsh-spark submit-path` prints its path); see its docstring."""
 
 import sys
 
-from lsh_spark.commands import signatures as main
+from lsh_spark.jobs.signatures import main
 
 if __name__ == "__main__":
     sys.exit(main())

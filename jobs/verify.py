@@ -1,11 +1,9 @@
-"""Stage 3: exact Jaccard of every candidate -> pairs/.
-
-Reads shingles/, signatures/ (stage 1) and candidates/, blocks/ (stage 2); not the input.
-"""
+"""spark-submit jobs/verify.py [flags]: lsh_spark/jobs/verify.py, the entry point
+that the wheel ships too (`lsh-spark submit-path` prints its path); see its docstring."""
 
 import sys
 
-from lsh_spark.commands import verify as main
+from lsh_spark.jobs.verify import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,8 +7,21 @@ on DataFrames, and the building blocks :func:`shingles`, :func:`minhash`,
 
 __version__ = "0.3.0"
 
-# After the version: the modules read it.
-from lsh_spark import api  # noqa: E402
-from lsh_spark.api import *  # noqa: E402, F403
+# After the version: the modules read it.  Without PySpark 4 (``lsh-spark --help`` with
+# no PySpark, a Spark 3.5 platform) the API is not imported, and reaching it raises
+# the one line that says why (lsh_spark.versions).
+from lsh_spark.versions import installed_pyspark, spark_problem  # noqa: E402
 
-__all__ = ["__version__", *api.__all__]
+_problem = spark_problem(installed_pyspark())
+if _problem is None:
+    from lsh_spark import api
+    from lsh_spark.api import *  # noqa: F403
+
+    __all__ = ["__version__", *api.__all__]
+else:
+    __all__ = ["__version__"]
+
+    def __getattr__(name: str) -> object:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise ImportError(_problem)

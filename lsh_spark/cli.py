@@ -44,6 +44,7 @@ from lsh_spark.config import (
     options,
 )
 from lsh_spark.errors import LshSparkError
+from lsh_spark.versions import check_spark, installed_pyspark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -220,6 +221,36 @@ PROGRESS = Option(
     yaml=False,
 )
 
+# --master, --conf and --properties-file: the session of the lsh-spark command, which
+# starts Spark itself (a job under spark-submit takes spark-submit's own flags instead).
+MASTER = Option(
+    str,
+    None,
+    "Spark master of the command's session, as spark-submit's --master: local[N], "
+    "spark://HOST:PORT, yarn (client mode), k8s://https://HOST:PORT",
+    rule=non_empty("a Spark master URL"),
+    default_text="local[*]",
+    yaml=False,
+)
+SPARK_CONF = Option(
+    str,
+    None,
+    "a Spark setting of the command's session, as spark-submit's --conf KEY=VALUE "
+    "(repeat the flag for each); wins over --properties-file",
+    rule=Rule("KEY=VALUE", lambda v: "=" in v and v.partition("=")[0].strip() != ""),
+    yaml=False,
+)
+PROPERTIES_FILE = Option(
+    str,
+    None,
+    "a Spark properties file for the command's session, read by Spark as spark-submit's "
+    "--properties-file (lsh-spark submit-path spark-cluster.properties: the shipped one)",
+    rule=non_empty("a local Spark properties file"),
+    yaml=False,
+)
+# The command's session flags (with --remote and --progress: every job's).
+CONSOLE_SESSION = {"master": MASTER, "conf": SPARK_CONF, "properties_file": PROPERTIES_FILE}
+
 # --config, taken by every job with options a YAML file may set.
 CONFIG_FILE = Option(
     str,
@@ -309,6 +340,8 @@ def _add_option(parser: argparse.ArgumentParser, key: str, opt: Option, default:
     )
     if opt.type is bool:
         kwargs["action"] = "store_true"
+    elif opt is SPARK_CONF:  # repeatable, as spark-submit's
+        kwargs.update(type=str, action="append", metavar="KEY=VALUE")
     elif opt.type is list:  # one or more values: --reference A B
         kwargs.update(type=str, nargs="+")
     else:
@@ -334,9 +367,68 @@ def build_parser(
                 _add_option(parser, key, opt, argparse.SUPPRESS)
         if i == 0 and job.yaml_keys():
             _add_option(parser, "config", CONFIG_FILE, None)
+    add_session_flags(parser)
+    return parser
+
+
+def is_console(prog: str) -> bool:
+    """Whether ``prog`` names the ``lsh-spark`` command (as opposed to a job file run by
+    spark-submit): it builds the session itself, so it takes the session flags."""
+    return prog.startswith("lsh-spark")
+
+
+def add_session_flags(parser: argparse.ArgumentParser) -> None:
+    """--remote and --progress; for the ``lsh-spark`` command also --master, --conf and
+    --properties-file (:data:`CONSOLE_SESSION`)."""
     _add_option(parser, "remote", REMOTE, None)
     _add_option(parser, "progress", PROGRESS, False)
-    return parser
+    if is_console(parser.prog):
+        for key, opt in CONSOLE_SESSION.items():
+            _add_option(parser, key, opt, None)
+
+
+def parse_flags(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None = None
+) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` with the session flags checked and gathered in
+    ``args.session`` (the keyword arguments of :func:`run_job`); exits with one line
+    on a bad value."""
+    args = parser.parse_args(argv)
+    try:
+        args.session = session_flags(args)
+    except ConfigError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    return args
+
+
+def session_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The session flags of ``args``, checked: --remote's URL, --conf's KEY=VALUE, an
+    existing --properties-file, and neither --master nor --properties-file with a
+    Spark Connect server (whose master and settings are the server's)."""
+    REMOTE.check("remote", args.remote)
+    given = {key: getattr(args, key, None) for key in CONSOLE_SESSION}
+    for item in given["conf"] or []:
+        SPARK_CONF.check("conf", item)
+    MASTER.check("master", given["master"])
+    path = given["properties_file"]
+    PROPERTIES_FILE.check("properties_file", path)
+    remote = args.remote or os.environ.get("SPARK_REMOTE")
+    for key in ("master", "properties_file"):
+        if given[key] is not None and remote:
+            raise ConfigError(
+                f"{flag(key)}: not with a Spark Connect server ({remote}), whose master and "
+                "settings are its own; --conf sets the session's settings there"
+            )
+    if path is not None and not os.path.isfile(path):
+        raise ConfigError(f"--properties-file: no such file: {path}")
+    conf = tuple((k.strip(), v) for k, _, v in (c.partition("=") for c in given["conf"] or []))
+    return dict(
+        remote=args.remote,
+        progress=args.progress,
+        master=given["master"],
+        conf=conf,
+        properties_file=path,
+    )
 
 
 def parse(
@@ -359,10 +451,9 @@ def parse(
     cfg : DedupConfig or None
         The run's parameters (None for a job without them).
     """
-    args = parser.parse_args(argv)
+    args = parse_flags(parser, argv)
     try:
         built = parser.job.build(args)
-        REMOTE.check("remote", args.remote)
         precheck_paths(args)
     except ConfigError as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
@@ -412,6 +503,9 @@ def run_job(
     remote: str | None = None,
     spark: SparkSession | None = None,
     progress: bool = False,
+    master: str | None = None,
+    conf: Sequence[tuple[str, str]] = (),
+    properties_file: str | None = None,
 ) -> T:
     """Run ``work(spark)`` in the job's Spark session and return its result.
 
@@ -438,28 +532,32 @@ def run_job(
         INFO lines on stderr (:func:`lsh_spark.session.show_progress_lines`).
     progress : bool
         Spark's console progress bar (``--progress``), for a session built here.
+    master, conf, properties_file
+        The ``lsh-spark`` command's ``--master``, ``--conf`` (key, value pairs) and
+        ``--properties-file``, for a session built here (:func:`session_flags`).
 
     Returns
     -------
     Any
         What ``work`` returned.
     """
-    from lsh_spark.session import (
-        build_session,
-        fill_defaults,
-        settings_restored,
-        show_progress_lines,
-    )
-
     errors = (LshSparkError, *user_errors)
-    name = prog if prog.startswith("lsh-spark") else f"lsh-spark {prog.removesuffix('.py')}"
+    name = prog if is_console(prog) else f"lsh-spark {prog.removesuffix('.py')}"
     try:
+        check_spark(installed_pyspark())  # before anything imports PySpark
+        from lsh_spark.session import (
+            build_session,
+            fill_defaults,
+            settings_restored,
+            show_progress_lines,
+        )
+
         if spark is not None:
             with settings_restored(spark):
                 fill_defaults(spark)
                 return work(spark)
         show_progress_lines()
-        spark = build_session(name, remote, progress)
+        spark = build_session(name, remote, progress, master, conf, properties_file)
         try:
             return work(spark)
         finally:
@@ -471,7 +569,7 @@ def run_job(
 def run_stage(
     job: str,
     description: str,
-    stage: Callable[..., dict[str, Any]],
+    stage: str,
     requires: tuple[tuple[str, str], ...],
     argv: Sequence[str] | None = None,
     spark: SparkSession | None = None,
@@ -479,24 +577,24 @@ def run_stage(
 ) -> int:
     """Main of a per-stage job: parse flags, check earlier stages, run, merge the report.
 
-    ``job``: the job's file name (``verify.py``); ``requires`` lists the datasets
+    ``job``: the job's file name (``verify.py``); ``stage``: the name of its function
+    in :mod:`lsh_spark.pipeline` (imported when it runs, so that ``--help`` needs no
+    PySpark); ``requires`` lists the datasets
     of earlier stages the stage reads, with the stage (``signatures``) that
     writes each; ``spark``: see :func:`run_job`; ``prog``: the command's name
     in help and errors (default ``job``).
     """
     prog = prog or job
     args, cfg = parse(build_parser(job, description, prog), argv)
-    console = prog.startswith("lsh-spark")
     needs = tuple(
-        (dataset, f"lsh-spark {writer}" if console else f"jobs/{writer}.py")
+        (dataset, f"lsh-spark {writer}" if is_console(prog) else f"jobs/{writer}.py")
         for dataset, writer in requires
     )
     section = run_job(
         prog,
         lambda spark: _run_stage(spark, job, stage, needs, args, cfg),
-        remote=args.remote,
         spark=spark,
-        progress=args.progress,
+        **args.session,
     )
     print(
         json.dumps(
@@ -509,17 +607,19 @@ def run_stage(
 def _run_stage(
     spark: SparkSession,
     prog: str,
-    stage: Callable[..., dict[str, Any]],
+    stage_name: str,
     requires: tuple[tuple[str, str], ...],
     args: argparse.Namespace,
     cfg: DedupConfig,
 ) -> dict[str, Any]:
     """Run one stage under ``args.output`` and merge its section into report.json."""
+    from lsh_spark import pipeline
     from lsh_spark.outputs import StagewiseOutput
     from lsh_spark.pipeline import describe_bounded_families, merge_reports, report_header
     from lsh_spark.session import size_shuffle_partitions
     from lsh_spark.stages.common import log_counts
 
+    stage = getattr(pipeline, stage_name)
     needs_input = "input" in JOBS[prog].options()
     out = StagewiseOutput(spark, args.output)
     for dataset, job in requires:

@@ -9,28 +9,41 @@
 summary line and returns the exit code.  ``prog`` names the command in
 ``--help`` and in error lines (``dedup.py: error: ...``).  The first paragraph
 of each docstring is its ``--help`` description.
+
+Standard output holds the summary alone, one JSON object (for ``| jq`` and a
+scheduler's last-line result); every other line goes to standard error.  PySpark
+is imported once a command runs, so ``--help`` works without it.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect as pyinspect
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
-
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING, Any
 
 from lsh_spark import __version__
-from lsh_spark.cli import PROGRESS, build_parser, parse, run_job, run_stage
+from lsh_spark.cli import add_session_flags, build_parser, parse, parse_flags, run_job, run_stage
+from lsh_spark.jobs import conf_names, find_conf, job_file
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 Argv = Sequence[str] | None
 
 
 def _run(prog: str, args: argparse.Namespace, spark: SparkSession | None, work: Callable) -> Any:
     """``work(session)`` in the command's session: :func:`lsh_spark.cli.run_job` with
-    the command's --remote and --progress."""
-    return run_job(prog, work, remote=args.remote, progress=args.progress, spark=spark)
+    the command's session flags (--remote, --progress; --master, --conf and
+    --properties-file for ``lsh-spark``)."""
+    return run_job(prog, work, spark=spark, **args.session)
+
+
+def _say(line: str) -> None:
+    """A line for the person at the terminal: standard error (stdout is the JSON)."""
+    print(line, file=sys.stderr)
 
 
 def _about(fn: Callable[..., Any]) -> str:
@@ -58,7 +71,7 @@ def dedup(argv: Argv = None, spark: SparkSession | None = None, prog: str = "ded
     if args.output_table:
         summary["output_table"] = args.output_table
     print(json.dumps({**summary, "seconds": report["seconds"]["total"]}))
-    print(
+    _say(
         f"results in {args.output}/ (deduped/, clusters/, pairs/, rejects/, report.json, "
         "s_curve.png)"
     )
@@ -91,9 +104,10 @@ def decontaminate(
     clean/, removed/, matches/, rejects/, reference_rejects/ and report.json
     atomically to --output.  See docs/decontamination.md."""
     from lsh_spark.config import DecontamConfig
-    from lsh_spark.decontam import run_decontaminate
 
     args, cfg = parse(build_parser("decontaminate.py", _about(decontaminate), prog), argv)
+    from lsh_spark.decontam import run_decontaminate
+
     dc = DecontamConfig(**{k: getattr(args, k) for k in DecontamConfig.__dataclass_fields__})
     report = _run(
         prog,
@@ -105,7 +119,7 @@ def decontaminate(
     )
     summary = {"output": args.output, **report["counts"], "seconds": report["seconds"]["total"]}
     print(json.dumps(summary))
-    print(f"results in {args.output}/ (clean/, removed/, matches/, rejects/, report.json)")
+    _say(f"results in {args.output}/ (clean/, removed/, matches/, rejects/, report.json)")
     return 0
 
 
@@ -125,9 +139,9 @@ def crawl(
     to another batch or a compaction runs again from the new version,
     --max-retries times); the output is committed after the index.  Re-running
     a committed batch (same --batch-id) changes nothing.  See docs/crawl.md."""
+    args, cfg = parse(crawl_parser(prog), argv)
     from lsh_spark.crawl import run_crawl_batch
 
-    args, cfg = parse(crawl_parser(prog), argv)
     report = _run(
         prog,
         args,
@@ -154,7 +168,7 @@ def crawl(
     }
     print(json.dumps(summary))
     if report["status"] == "already_applied":
-        print(report["message"])
+        _say(report["message"])
     return 0
 
 
@@ -167,9 +181,9 @@ def compact(
     commits the result as a new index version through the same compare-and-swap
     as a batch, and deletes the manifests and segments no reader needs that are
     older than --retention-hours.  A batch running meanwhile is not harmed."""
+    args, _ = parse(build_parser("index_compact.py", _about(compact), prog), argv)
     from lsh_spark.index import compact as compact_index
 
-    args, _ = parse(build_parser("index_compact.py", _about(compact), prog), argv)
     result = _run(
         prog,
         args,
@@ -197,7 +211,7 @@ def advise(argv: Argv = None, spark: SparkSession | None = None, prog: str = "ad
         else ("num_perm", "bands", "rows", "predicted_recall")
     )
     print(json.dumps({k: rec[k] for k in (*keys, "predicted_candidates_per_document", "flags")}))
-    print(f"advice in {args.output}/ (advice.json, s_curve.png)")
+    _say(f"advice in {args.output}/ (advice.json, s_curve.png)")
     return 0
 
 
@@ -230,9 +244,8 @@ def recover(argv: Argv = None, spark: SparkSession | None = None, prog: str = "r
     abandoned."""
     parser = argparse.ArgumentParser(prog=prog, description=_about(recover))
     parser.add_argument("output", metavar="OUT", help="the output directory to recover")
-    parser.add_argument("--remote", help="a Spark Connect server (sc://host:port)")
-    parser.add_argument("--progress", action="store_true", help=PROGRESS.help)
-    args = parser.parse_args(argv)
+    add_session_flags(parser)
+    args = parse_flags(parser, argv)
     result = _run(prog, args, spark, lambda s: _recover(s, args.output))
     print(json.dumps(result))
     return 0
@@ -261,9 +274,8 @@ def inspect(
     parser.add_argument("output", metavar="OUT", help="the output of a dedup run")
     parser.add_argument("--input", required=True, help="the run's input (for the texts)")
     parser.add_argument("--html", help="where to write the page (default: OUT/inspect.html)")
-    parser.add_argument("--remote", help="a Spark Connect server (sc://host:port)")
-    parser.add_argument("--progress", action="store_true", help=PROGRESS.help)
-    args = parser.parse_args(argv)
+    add_session_flags(parser)
+    args = parse_flags(parser, argv)
     from lsh_spark.inspection import inspect_output
 
     result = _run(
@@ -279,9 +291,7 @@ def signatures(
 ) -> int:
     """Stage 1: reads and validates the input, shingles, MinHash -> shingles/,
     signatures/, rejects/."""
-    from lsh_spark.pipeline import stage_signatures
-
-    return run_stage("signatures.py", _about(signatures), stage_signatures, (), argv, spark, prog)
+    return run_stage("signatures.py", _about(signatures), "stage_signatures", (), argv, spark, prog)
 
 
 def candidates(
@@ -289,40 +299,34 @@ def candidates(
 ) -> int:
     """Stage 2: LSH band keys and bucket grouping -> candidates/, blocks/ (reads
     signatures/)."""
-    from lsh_spark.pipeline import stage_candidates
-
     needs = (("signatures", "signatures"),)
     return run_stage(
-        "candidates.py", _about(candidates), stage_candidates, needs, argv, spark, prog
+        "candidates.py", _about(candidates), "stage_candidates", needs, argv, spark, prog
     )
 
 
 def verify(argv: Argv = None, spark: SparkSession | None = None, prog: str = "verify.py") -> int:
     """Stage 3: exact Jaccard of every candidate -> pairs/.  Reads shingles/,
     signatures/ (stage 1) and candidates/, blocks/ (stage 2); not the input."""
-    from lsh_spark.pipeline import stage_verify
-
     needs = (
         ("signatures", "signatures"),
         ("shingles", "signatures"),
         ("candidates", "candidates"),
         ("blocks", "candidates"),
     )
-    return run_stage("verify.py", _about(verify), stage_verify, needs, argv, spark, prog)
+    return run_stage("verify.py", _about(verify), "stage_verify", needs, argv, spark, prog)
 
 
 def cluster(argv: Argv = None, spark: SparkSession | None = None, prog: str = "cluster.py") -> int:
     """Stage 4: connected components, keep policy -> clusters/, deduped/ (reads
     pairs/, the input)."""
-    from lsh_spark.pipeline import stage_cluster
-
     needs = (("signatures", "signatures"), ("pairs", "verify"))
-    return run_stage("cluster.py", _about(cluster), stage_cluster, needs, argv, spark, prog)
+    return run_stage("cluster.py", _about(cluster), "stage_cluster", needs, argv, spark, prog)
 
 
 # -- lsh-spark COMMAND ---------------------------------------------------------------
 # Command -> (function, what it does in a line).  The spark-submit job of each is
-# jobs/<the function's default prog>.
+# lsh_spark/jobs/<the function's default prog> (job_of), and jobs/ of the checkout.
 COMMANDS: dict[str, tuple[Callable[..., int], str]] = {
     "dedup": (dedup, "the whole pipeline: pairs, clusters, deduplicated corpus"),
     "decontaminate": (decontaminate, "remove what overlaps reference collections"),
@@ -338,15 +342,46 @@ COMMANDS: dict[str, tuple[Callable[..., int], str]] = {
 }
 
 
+def job_of(command: str) -> str:
+    """The job file name of ``command`` (its function's default ``prog``).
+
+    >>> job_of("crawl"), job_of("inspect")
+    ('crawl_dedup.py', 'inspect_run.py')
+    """
+    return pyinspect.signature(COMMANDS[command][0]).parameters["prog"].default
+
+
+def submit_path(argv: Argv = None, prog: str = "lsh-spark submit-path") -> int:
+    """Prints the path of a file the wheel ships, for spark-submit: a command's
+    job file (NAME a command: dedup, crawl, ...) or a settings file of conf/
+    (NAME spark-cluster.properties, spark-cluster.yaml, local.properties, ...).
+    It prints the path alone, one line."""
+    names = [*COMMANDS, *conf_names()]
+    parser = argparse.ArgumentParser(prog=prog, description=_about(submit_path))
+    parser.add_argument("name", metavar="NAME", help="one of: " + ", ".join(names))
+    name = parser.parse_args(argv).name
+    if name not in names:
+        parser.exit(2, f"{prog}: error: unknown NAME {name!r}; allowed: {', '.join(names)}\n")
+    print(job_file(job_of(name)) if name in COMMANDS else find_conf(name))
+    return 0
+
+
 def usage() -> str:
     """``lsh-spark --help``."""
     lines = [
         "usage: lsh-spark COMMAND [flags]   (lsh-spark COMMAND --help: its flags)",
         "",
-        "Near-duplicate detection on Apache Spark. Commands (each is also a spark-submit",
-        "job in jobs/):",
+        "Near-duplicate detection on Apache Spark. Each command prints one JSON object on",
+        "stdout (messages go to stderr) and takes --master, --conf KEY=VALUE and",
+        "--properties-file as spark-submit does. Commands:",
     ]
     lines += [f"  {name:<14}{line}" for name, (_, line) in COMMANDS.items()]
+    lines += [
+        "",
+        "  submit-path NAME   the file to hand to spark-submit: a command's job file",
+        '                     (spark-submit ... "$(lsh-spark submit-path dedup)" --input ...)',
+        "                     or one of conf/ (spark-cluster.properties, spark-cluster.yaml)",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -360,9 +395,12 @@ def main(argv: Argv = None) -> int:
         print(f"lsh-spark {__version__}")
         return 0
     name, rest = argv[0], argv[1:]
+    if name == "submit-path":
+        return submit_path(rest)
     if name not in COMMANDS:
         sys.stderr.write(
-            f"lsh-spark: error: unknown command {name!r}; allowed: {', '.join(COMMANDS)}\n"
+            f"lsh-spark: error: unknown command {name!r}; allowed: {', '.join(COMMANDS)}, "
+            "submit-path\n"
         )
         return 2
     return COMMANDS[name][0](rest, prog=f"lsh-spark {name}")

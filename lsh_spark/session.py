@@ -11,6 +11,8 @@ always win over the defaults filled in here.
 from __future__ import annotations
 
 import logging
+import os
+import shlex
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
@@ -24,6 +26,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType, StructType
+
+from lsh_spark.versions import UnsupportedSpark, check_spark
 
 log = logging.getLogger(__name__)
 
@@ -59,22 +63,68 @@ SMALL_BYTES_PER_CORE = 64 << 20
 PARALLELISM_PROBE_ROWS = 1 << 20
 
 
-def build_session(app_name: str, remote: str | None = None, progress: bool = False) -> SparkSession:
+def build_session(
+    app_name: str,
+    remote: str | None = None,
+    progress: bool = False,
+    master: str | None = None,
+    conf: Sequence[tuple[str, str]] = (),
+    properties_file: str | None = None,
+) -> SparkSession:
     """Get or create the session started by spark-submit, with :data:`DEFAULTS`
     filled in where the user set nothing.
 
     ``remote`` (``sc://HOST:PORT``) connects to a Spark Connect server instead;
     without it, PySpark connects to ``$SPARK_REMOTE`` when that is set.
     ``progress``: Spark's console progress bar (the driver's, so classic only).
+    ``master``, ``conf`` (key, value pairs) and ``properties_file``: the
+    ``lsh-spark`` command's ``--master``, ``--conf`` and ``--properties-file``, as
+    spark-submit takes them, for a session whose JVM PySpark starts here (under
+    spark-submit, its own flags apply); over Spark Connect, ``conf`` sets
+    session settings.  A Spark older than 4.0 (the JVM's or the server's) is
+    refused with :class:`lsh_spark.versions.UnsupportedSpark`.
     """
     builder = SparkSession.builder.appName(app_name)
     if remote:
         builder = builder.remote(remote)
     elif progress:
         builder = builder.config("spark.ui.showConsoleProgress", "true")
-    spark = builder.getOrCreate()
+    if master:
+        builder = builder.master(master)
+    for key, value in conf:
+        builder = builder.config(key, value)
+    with _submit_args(properties_file):
+        spark = builder.getOrCreate()
+    try:
+        check_spark(spark.version, "Spark")
+    except UnsupportedSpark:
+        spark.stop()
+        raise
     fill_defaults(spark)
     return spark
+
+
+@contextmanager
+def _submit_args(properties_file: str | None) -> Iterator[None]:
+    """Hand ``--properties-file`` to the spark-submit that PySpark runs to start the
+    JVM (through ``PYSPARK_SUBMIT_ARGS``, read when the JVM starts), so the file is
+    read by Spark itself: every key, JVM options and memory included, with
+    spark-submit's precedence (``--conf`` wins; the file replaces
+    spark-defaults.conf)."""
+    if properties_file is None:
+        yield
+        return
+    name = "PYSPARK_SUBMIT_ARGS"
+    before = os.environ.get(name)
+    given = f"--properties-file {shlex.quote(os.path.abspath(properties_file))}"
+    os.environ[name] = f"{given} {before or 'pyspark-shell'}"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 def show_progress_lines() -> None:

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from lsh_spark.cli import CONFIG_FILE, JOBS, PROGRESS, REMOTE, Job
+from lsh_spark.cli import CONFIG_FILE, CONSOLE_SESSION, JOBS, PROGRESS, REMOTE, Job
 from lsh_spark.config import GROUPS, DedupConfig, Option, flag, options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,6 +87,17 @@ def render() -> str:
     lines += ["## Flags of each job", ""]
     for job in JOBS.values():
         lines += job_section(job)
+    lines += [
+        "## The session of `lsh-spark COMMAND`",
+        "",
+        "The `lsh-spark` command starts Spark itself, so besides its job's flags above",
+        "(`lsh-spark dedup` takes those of `jobs/dedup.py`) it takes spark-submit's session",
+        "flags; a job file run by `spark-submit` takes spark-submit's own instead.",
+        "",
+        *HEADER,
+        *(row(key, opt) for key, opt in CONSOLE_SESSION.items()),
+        "",
+    ]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -5,6 +5,14 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${LSH_SPARK_VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
+# The tested versions: constraints.txt (the newest PySpark line), or another line's file
+# (LSH_SPARK_CONSTRAINTS=constraints-spark40.txt, relative to the checkout or absolute).
+CONSTRAINTS="${LSH_SPARK_CONSTRAINTS:-constraints.txt}"
+case "$CONSTRAINTS" in /*) ;; *) CONSTRAINTS="$ROOT/$CONSTRAINTS" ;; esac
+if [ ! -f "$CONSTRAINTS" ]; then
+  echo "error: LSH_SPARK_CONSTRAINTS: no such file: $CONSTRAINTS" >&2
+  exit 1
+fi
 
 java_bin="java"
 if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then java_bin="$JAVA_HOME/bin/java"; fi
@@ -35,15 +43,15 @@ if [ ! -x "$VENV/bin/python" ]; then
   fi
 fi
 # PySpark is the extra [spark] (a platform may bring its own); the versions are the
-# tested ones of constraints.txt.
+# tested ones of $CONSTRAINTS.
 extras="spark${LSH_SPARK_EXTRAS:+,$LSH_SPARK_EXTRAS}"
 stamp="$VENV/.lsh-spark-installed-$extras"
-want="$(cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt")$extras"
+want="$(cat "$ROOT/pyproject.toml" "$CONSTRAINTS")$extras"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "installing lsh-spark[$extras] into $VENV (first run downloads PySpark, ~450 MB)" >&2
   log="$VENV/pip-install.log"
   if ! { "$VENV/bin/python" -m pip install --upgrade pip &&
-         "$VENV/bin/python" -m pip install -c "$ROOT/constraints.txt" -e "$ROOT[$extras]"; } \
+         "$VENV/bin/python" -m pip install -c "$CONSTRAINTS" -e "$ROOT[$extras]"; } \
        >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     echo "error: pip install failed; full log in $log" >&2

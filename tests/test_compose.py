@@ -4,6 +4,7 @@ import os
 import re
 
 import yaml
+from packaging.specifiers import SpecifierSet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,9 +63,13 @@ def test_dedup_service_uses_files_and_flags_that_exist():
         assert any(ckpt.startswith(m + "/") for m in mounts)
 
 
-def pinned(name: str) -> str:
-    """The version of ``name`` in constraints.txt (for Python 3.11+)."""
-    with open(os.path.join(ROOT, "constraints.txt"), encoding="utf-8") as fh:
+# The tested versions of each PySpark line: the newest, and 4.0 (the image's).
+CONSTRAINTS = ("constraints.txt", "constraints-spark40.txt")
+
+
+def pinned(name: str, constraints: str = "constraints.txt") -> str:
+    """The version of ``name`` in ``constraints`` (for Python 3.11+)."""
+    with open(os.path.join(ROOT, constraints), encoding="utf-8") as fh:
         text = fh.read()
     return re.search(rf"^{re.escape(name)}==([\w.]+)(?:;.*>= \"3.11\")?$", text, re.M).group(1)
 
@@ -74,7 +79,7 @@ def test_image_tag_is_pinned_and_matches_pyspark_version():
         base = re.search(r"^FROM\s+(\S+)", fh.read(), re.M).group(1)
     image, tag = base.split(":")
     assert image == "apache/spark" and tag != "latest"
-    assert tag.startswith(pinned("pyspark") + "-")
+    assert tag.startswith(pinned("pyspark", "constraints-spark40.txt") + "-")
     with open(os.path.join(ROOT, "Dockerfile"), encoding="utf-8") as fh:
         text = fh.read()
     for path in re.findall(r"^COPY\s+(.+?)\s+/opt/", text, re.M):
@@ -83,9 +88,10 @@ def test_image_tag_is_pinned_and_matches_pyspark_version():
 
 
 def test_every_dependency_has_a_tested_version_and_the_image_uses_them():
-    """Each runtime dependency and extra of pyproject.toml is pinned in
-    constraints.txt, numpy also for the image's Python 3.10; the image installs
-    lsh-spark with those constraints and without the [spark] extra."""
+    """Each runtime dependency and extra of pyproject.toml is pinned in the
+    constraints of each PySpark line, numpy also for the image's Python 3.10, and
+    each pin is inside the range; the image installs lsh-spark with the 4.0 line's
+    constraints (its Spark's) and without the [spark] extra."""
     import tomllib
 
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
@@ -95,10 +101,15 @@ def test_every_dependency_has_a_tested_version_and_the_image_uses_them():
         reqs += [r for r in extra if not r.startswith("lsh-spark")]
     for req in reqs:
         name = re.match(r"[A-Za-z0-9_.-]+", req).group(0)
-        assert re.match(r"[\d.]+$", pinned(name)), name
         assert "==" not in req, f"{req}: a range in pyproject.toml, the pin in constraints.txt"
-    with open(os.path.join(ROOT, "constraints.txt"), encoding="utf-8") as fh:
-        assert re.search(r'^numpy==2\.2\.\d+; python_version < "3.11"$', fh.read(), re.M)
+        for constraints in CONSTRAINTS:
+            version = pinned(name, constraints)
+            assert re.match(r"[\d.]+$", version), (name, constraints)
+            assert SpecifierSet(req[len(name) :].split("[")[0]).contains(version), (req, version)
+    for constraints in CONSTRAINTS:
+        with open(os.path.join(ROOT, constraints), encoding="utf-8") as fh:
+            assert re.search(r'^numpy==2\.2\.\d+; python_version < "3.11"$', fh.read(), re.M)
     with open(os.path.join(ROOT, "Dockerfile"), encoding="utf-8") as fh:
         text = fh.read()
-    assert "pip install --no-cache-dir -c /opt/lsh-spark/constraints.txt /opt/lsh-spark\n" in text
+    install = "pip install --no-cache-dir -c /opt/lsh-spark/constraints-spark40.txt /opt/lsh-spark"
+    assert install + "\n" in text

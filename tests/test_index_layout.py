@@ -132,14 +132,9 @@ def test_a_lookup_of_few_keys_reads_few_row_groups(built, spark):
     before = bytes_read(spark)
     assert sorted(r["doc"] for r in found.select("doc", "shingles").collect()) == sorted(keys)
     pushed = bytes_read(spark) - before
-    before = bytes_read(spark)
-    scanned = (
-        index.docs(manifest).join(key_df, "doc", "left_semi").select("doc", "shingles").collect()
-    )
-    full = bytes_read(spark) - before
-    assert len(scanned) == 3
-    assert full >= 0.9 * docs_bytes
-    assert pushed < 0.35 * full, (pushed, full, docs_bytes)
+    # Against the table's size, not a plain semi join's reads: Spark 4.0 reads the whole
+    # table for the join, 4.3 prunes row groups with the join's keys by itself.
+    assert 0 < pushed < 0.3 * docs_bytes, (pushed, docs_bytes)
 
 
 def test_many_keys_fall_back_to_a_scan_and_old_segments_count_as_whole(built, spark):

@@ -311,7 +311,7 @@ def test_dedup_reads_and_writes_catalog_tables(spark, tmp_path, capsys):
             "--output-table",
             "pages_deduped",
         )
-        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-2])
+        summary = json.loads(capsys.readouterr().out)  # stdout: the JSON object alone
         assert summary["output_table"] == "pages_deduped" and summary["input_records"] == 411
         table = spark.table("pages_deduped")
         assert_df_equality(

@@ -182,8 +182,9 @@ def session(monkeypatch):
 
     fake = _Session()
 
-    def build(app_name, remote=None, progress=False):
+    def build(app_name, remote=None, progress=False, master=None, conf=(), properties_file=None):
         fake.remote, fake.progress = remote, progress
+        fake.master, fake.conf, fake.properties_file = master, conf, properties_file
         return fake
 
     monkeypatch.setattr(lsh_spark.session, "build_session", build)
@@ -211,6 +212,73 @@ def test_remote_flag_reaches_the_session_and_is_checked(session, capsys, tmp_pat
         parse(build_parser("dedup.py", "d"), [*argv, "--remote", "http://h:1"])
     assert err.value.code == 2
     assert "--remote: got 'http://h:1'; allowed: a Spark Connect URL" in capsys.readouterr().err
+
+
+def test_the_console_commands_session_flags_reach_the_session(session, tmp_path, monkeypatch):
+    """lsh-spark COMMAND takes --master, --conf (repeatable, the value may hold '=')
+    and --properties-file, and run_job hands them to build_session; a job file run
+    by spark-submit takes spark-submit's own flags, not these."""
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    props = tmp_path / "spark.properties"
+    props.write_text("spark.ui.enabled false\n")
+    argv = ["--input", str(tmp_path), "--output", str(tmp_path / "o")]
+    flags = ["--master", "local[3]", "--conf", "spark.a=1", "--conf", "spark.b= -Dx=y "]
+    args, _ = parse(build_parser("dedup.py", "d", "lsh-spark dedup"), [*argv, *flags])
+    assert args.session == dict(
+        remote=None,
+        progress=False,
+        master="local[3]",
+        conf=(("spark.a", "1"), ("spark.b", " -Dx=y ")),
+        properties_file=None,
+    )
+    run_job("lsh-spark dedup", lambda spark: None, **args.session)
+    assert session.master == "local[3]" and session.conf == (
+        ("spark.a", "1"),
+        ("spark.b", " -Dx=y "),
+    )
+    args, _ = parse(
+        build_parser("verify.py", "d", "lsh-spark verify"),
+        ["--output", "o", "--properties-file", str(props)],
+    )
+    run_job("lsh-spark verify", lambda spark: None, **args.session)
+    assert session.properties_file == str(props) and session.master is None
+    for job in JOBS:
+        assert "--master" in build_parser(job, "d", "lsh-spark x").format_help()
+        assert "--master" not in build_parser(job, "d").format_help()
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--conf", "spark.a"], "--conf: got 'spark.a'; allowed: KEY=VALUE"),
+        (["--conf", "=1"], "--conf: got '=1'; allowed: KEY=VALUE"),
+        (["--properties-file", "nowhere.properties"], "--properties-file: no such file: nowhere"),
+        (["--master", ""], "--master: got ''; allowed: a Spark master URL"),
+        (["--master", "yarn", "--remote", "sc://h:15002"], "--master: not with a Spark Connect"),
+    ],
+)
+def test_bad_session_flags_stop_the_command_with_one_line(flags, message, tmp_path, capsys):
+    argv = ["--input", str(tmp_path), "--output", str(tmp_path / "o"), *flags]
+    with pytest.raises(SystemExit) as err:
+        parse(build_parser("dedup.py", "d", "lsh-spark dedup"), argv)
+    assert err.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"lsh-spark dedup: error: {message}"), line
+
+
+def test_properties_file_is_refused_with_spark_remote_set(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SPARK_REMOTE", "sc://h:15002")
+    props = tmp_path / "p.properties"
+    props.write_text("")
+    with pytest.raises(SystemExit):
+        parse(
+            build_parser("verify.py", "d", "lsh-spark verify"),
+            ["--output", "o", "--properties-file", str(props)],
+        )
+    assert (
+        "--properties-file: not with a Spark Connect server (sc://h:15002)"
+        in capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize("exc", [ConfigError("--k: got 0; allowed: x"), LshSparkError("bad index")])

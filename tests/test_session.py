@@ -259,32 +259,36 @@ def test_arrow_batches_to_python_are_bounded_by_bytes(spark):
 
 
 SHOW = """
-import json
+import json, os, sys
 from lsh_spark.session import build_session
-spark = build_session("props")
+spark = build_session("props", **json.loads(sys.argv[1]))  # the lsh-spark command's flags
 keys = ["spark.ui.enabled", "spark.task.maxDirectResultSize", "spark.sql.adaptive.enabled",
-        "spark.sql.parquet.compression.codec", "spark.driver.extraJavaOptions"]
-print(json.dumps({k: spark.conf.get(k, None) for k in keys}))
+        "spark.sql.parquet.compression.codec", "spark.driver.extraJavaOptions", "spark.master"]
+shown = {k: spark.conf.get(k, None) for k in keys}
+print(json.dumps({**shown, "PYSPARK_SUBMIT_ARGS": os.environ.get("PYSPARK_SUBMIT_ARGS")}))
 spark.stop()
 """
 
 
 @pytest.mark.slow
-def test_spark_submit_reads_local_properties_and_conf_flags_win(tmp_path):
+@pytest.mark.parametrize("launcher", ["spark-submit", "lsh-spark"])
+def test_local_properties_are_read_and_conf_flags_win(tmp_path, launcher):
+    """spark-submit --properties-file conf/local.properties --conf ..., and the same
+    through build_session's master, conf and properties_file (the lsh-spark
+    command's flags, in a Python process that starts the JVM itself): the file's
+    JVM options reach the JVM, --conf wins over the file."""
     script = tmp_path / "show.py"
     script.write_text(SHOW)
-    submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    codec = ("spark.sql.parquet.compression.codec", "snappy")
+    if launcher == "spark-submit":
+        submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+        cmd = [submit, "--master", "local[1]", "--properties-file", str(LOCAL_PROPERTIES)]
+        cmd += ["--conf", "=".join(codec), str(script), "{}"]
+    else:
+        flags = dict(master="local[1]", conf=[codec], properties_file=str(LOCAL_PROPERTIES))
+        cmd = [sys.executable, str(script), json.dumps(flags)]
     run = subprocess.run(
-        [
-            submit,
-            "--master",
-            "local[1]",
-            "--properties-file",
-            str(LOCAL_PROPERTIES),
-            "--conf",
-            "spark.sql.parquet.compression.codec=snappy",
-            str(script),
-        ],
+        cmd,
         capture_output=True,
         text=True,
         timeout=300,
@@ -298,12 +302,54 @@ def test_spark_submit_reads_local_properties_and_conf_flags_win(tmp_path):
     )
     assert run.returncode == 0, run.stderr[-2000:]
     got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["spark.master"] == "local[1]"
     assert got["spark.ui.enabled"] == "false"
     assert got["spark.task.maxDirectResultSize"] == "64m"
     assert got["spark.sql.parquet.compression.codec"] == "snappy"  # --conf wins
     # Not set by the file or by build_session: Spark's own default (on) applies.
     assert got["spark.sql.adaptive.enabled"] is None
     assert "-XX:+UseParallelGC" in got["spark.driver.extraJavaOptions"]
+    if launcher == "lsh-spark":
+        assert got["PYSPARK_SUBMIT_ARGS"] is None  # put back once the JVM started
+        assert json.loads(run.stdout) == got  # nothing else on stdout
+
+
+class _Builder:
+    """SparkSession.builder for a session on a given Spark version: records what it
+    was given and the PYSPARK_SUBMIT_ARGS the JVM would start with."""
+
+    def __init__(self, version: str) -> None:
+        self.version, self.given, self.stopped = version, [], False
+
+    def __getattr__(self, name):  # appName, master, config, remote
+        return lambda *args: self.given.append((name, *args)) or self
+
+    def getOrCreate(self):
+        self.submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS")
+        return self
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_spark_before_4_is_refused_once_the_session_is_up(monkeypatch, tmp_path):
+    """A Spark 3.5 JVM (SPARK_HOME) or Connect server behind a PySpark 4 client is
+    refused with the one line of lsh_spark.versions, and its session stopped;
+    --properties-file goes to the JVM's spark-submit ahead of the user's own
+    PYSPARK_SUBMIT_ARGS, which is put back afterwards."""
+    from lsh_spark.versions import UnsupportedSpark
+
+    old = _Builder("3.5.2")
+    monkeypatch.setattr(lsh_spark.session.SparkSession, "builder", old)
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-memory 2g pyspark-shell")
+    props = tmp_path / "my spark.properties"
+    with pytest.raises(UnsupportedSpark, match=r"needs Spark 4.0 to 4.3 .*found Spark 3.5.2"):
+        build_session("x", master="local[1]", conf=[("a", "1")], properties_file=str(props))
+    assert old.stopped
+    assert old.given == [("appName", "x"), ("master", "local[1]"), ("config", "a", "1")]
+    quoted = f"'{props}'"  # a path with a space, quoted for spark-submit's command line
+    assert old.submit_args == f"--properties-file {quoted} --driver-memory 2g pyspark-shell"
+    assert os.environ["PYSPARK_SUBMIT_ARGS"] == "--driver-memory 2g pyspark-shell"
 
 
 def test_stage_jobs_are_described_in_the_spark_ui(spark):
