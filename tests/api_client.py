@@ -38,9 +38,7 @@ def main(remote: str, workdir: str, out: str) -> None:
         "page_pairs": dups.inspect().count("Jaccard with the kept document <b"),
     }
     print(
-        json.dumps(
-            {"counts": dups.report["counts"], "before": before, "after": after, **notebook}
-        )
+        json.dumps({"counts": dups.report["counts"], "before": before, "after": after, **notebook})
     )
     spark.stop()
 
