@@ -1,7 +1,8 @@
 """lsh-spark: near-duplicate detection for web-scale text on Apache Spark.
 
-The Python API (docs/api.md): :func:`find_duplicates` and :func:`decontaminate`
-on DataFrames, and the building blocks :func:`shingles`, :func:`minhash`,
+The Python API (docs/api.md): :func:`find_duplicates`, :func:`decontaminate`,
+:func:`advise` and :class:`CrawlIndex` on DataFrames, configured by
+:class:`DedupConfig`, and the building blocks :func:`shingles`, :func:`minhash`,
 :func:`band_keys` and :func:`connected_components` for ``df.transform``.
 """
 

@@ -217,8 +217,8 @@ def advise(argv: Argv = None, spark: SparkSession | None = None, prog: str = "ad
 
 def _write_advice(spark: SparkSession, args: argparse.Namespace, cfg: Any) -> dict:
     """Advise on the sample and write advice.json and the plot under --output."""
-    from lsh_spark.advise import advise as advise_on
-    from lsh_spark.advise import s_curve_png, simhash_png
+    from lsh_spark.advisor import advise as advise_on
+    from lsh_spark.advisor import s_curve_png, simhash_png
     from lsh_spark.outputs import StagedOutput
 
     out = StagedOutput(spark, args.output, overwrite=args.overwrite)
@@ -269,20 +269,33 @@ def inspect(
     and why: the largest clusters with their kept document, a sample of removed
     documents beside the document kept in their place with the differing words
     highlighted and their exact Jaccard, the similarity histogram, the S-curve,
-    counts per stage and rejects by reason."""
+    counts per stage and rejects by reason.  Of a crawl batch's output: its
+    duplicates beside the kept documents; of a decontamination output: removed
+    documents beside the reference items that matched them."""
     parser = argparse.ArgumentParser(prog=prog, description=_about(inspect))
-    parser.add_argument("output", metavar="OUT", help="the output of a dedup run")
-    parser.add_argument("--input", required=True, help="the run's input (for the texts)")
+    parser.add_argument(
+        "output", metavar="OUT", help="the output of a dedup, crawl or decontaminate run"
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--input", help="the run's input (for the texts; not needed for decontaminate)"
+    )
+    source.add_argument("--input-table", help="the run's input as a catalog table (--input-table)")
     parser.add_argument("--html", help="where to write the page (default: OUT/inspect.html)")
     add_session_flags(parser)
     args = parse_flags(parser, argv)
-    from lsh_spark.inspection import inspect_output
-
-    result = _run(
-        prog, args, spark, lambda s: inspect_output(s, args.output, args.input, args.html)
-    )
+    result = _run(prog, args, spark, lambda s: _inspect(s, args))
     print(json.dumps(result))
     return 0
+
+
+def _inspect(spark: SparkSession, args: argparse.Namespace) -> dict:
+    """The page of ``args.output``, the texts from --input or --input-table."""
+    from lsh_spark.inspection import inspect_output
+    from lsh_spark.readers import read_table
+
+    source = read_table(spark, args.input_table) if args.input_table else args.input
+    return inspect_output(spark, args.output, source, args.html)
 
 
 # -- the stage jobs ----------------------------------------------------------------

@@ -43,7 +43,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -400,23 +400,35 @@ def _labelled(vertices: DataFrame, roots: DataFrame) -> DataFrame:
     )
 
 
-def apply_keep_policy(clusters: DataFrame, docs: DataFrame, policy: str) -> DataFrame:
+def apply_keep_policy(
+    clusters: DataFrame,
+    docs: DataFrame,
+    policy: str,
+    order: Sequence[tuple[str, bool]] = (),
+) -> DataFrame:
     """Add ``keep``: exactly one ``True`` per cluster, chosen deterministically.
 
     ``min-id`` keeps the cluster's smallest id (its ``cluster_id``); ``longest``
     keeps the document with the most characters (``docs.text_len``), ties to the
-    smallest id.
+    smallest id.  ``order`` (``--keep-by``: ``[(column, descending), ...]``,
+    columns of ``docs``) comes first, nulls last; the policy breaks its ties.
+    Only members of clusters of two or more are ranked.
     """
-    if policy == "min-id":
+    if policy not in ("min-id", "longest"):
+        raise ValueError(f"--keep: got {policy!r}; allowed: min-id | longest")
+    if policy == "min-id" and not order:
         return clusters.withColumn("keep", F.col("id") == F.col("cluster_id"))
+    ranks = [F.col(c).desc_nulls_last() if desc else F.col(c).asc_nulls_last() for c, desc in order]
     if policy == "longest":
-        w = Window.partitionBy("cluster_id").orderBy(F.col("text_len").desc(), F.col("id"))
-        return (
-            clusters.join(docs.select("id", "text_len"), "id")
-            .withColumn("keep", F.row_number().over(w) == 1)
-            .drop("text_len")
-        )
-    raise ValueError(f"--keep: got {policy!r}; allowed: min-id | longest")
+        ranks.append(F.col("text_len").desc())
+    w = Window.partitionBy("cluster_id").orderBy(*ranks, F.col("id"))
+    wanted = ["id", *dict.fromkeys([c for c, _ in order] + ["text_len"] * (policy == "longest"))]
+    members = clusters.filter(F.col("cluster_size") > 1)
+    ranked = members.join(docs.select(*wanted), "id").select(
+        *clusters.columns, (F.row_number().over(w) == 1).alias("keep")
+    )
+    singletons = clusters.filter(F.col("cluster_size") <= 1).withColumn("keep", F.lit(True))
+    return ranked.unionByName(singletons)
 
 
 # The pairs/ rows of one cluster above which they are written as verified, not

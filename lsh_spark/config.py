@@ -668,6 +668,18 @@ class DedupConfig:
         "'longest' (most characters, ties to the smallest id)",
         choices=KEEP_POLICIES,
     )
+    keep_by: str | None = option(
+        None,
+        "input columns that choose the kept member of a duplicate cluster first, in order, "
+        "each optionally followed by 'desc' (highest first) or 'asc' (the default), e.g. "
+        "'quality desc, fetch_time'; nulls last; ties go to --keep. In YAML also a list",
+        type=str,
+        check=Rule(
+            "comma-separated column names, each optionally followed by asc or desc",
+            lambda v: _keep_order(v) is not None,
+        ),
+        default_text="none (--keep alone)",
+    )
     max_bucket_size: int = option(
         5000,
         "buckets with more members get star edges to their smallest id instead of all pairs",
@@ -776,6 +788,8 @@ class DedupConfig:
                 "--max-distance: required with --method pstable; allowed: a "
                 "positive number (pairs at most this far apart are duplicates)"
             )
+        if isinstance(self.keep_by, list):  # YAML's list form, as one string
+            object.__setattr__(self, "keep_by", ", ".join(self.keep_by))
         object.__setattr__(self, "_band_params", self._choose_bands())
 
     def _choose_bands(self) -> tuple[int, int]:
@@ -831,6 +845,15 @@ class DedupConfig:
             return LEGACY_TOKENS
         return self.tokens if self.tokens is not None else "script"
 
+    @property
+    def keep_order(self) -> list[tuple[str, bool]]:
+        """``--keep-by`` as ``[(column, descending), ...]`` (empty when unset).
+
+        >>> DedupConfig(keep_by="quality desc, fetch_time").keep_order
+        [('quality', True), ('fetch_time', False)]
+        """
+        return _keep_order(self.keep_by) or []
+
     def band_params(self) -> tuple[int, int]:
         """``(b, r)``: the user's choice, or the recall-biased default."""
         return self._band_params
@@ -865,6 +888,17 @@ class DedupConfig:
         """
         return cls(**normalize_keys(values, cls.keys(), source))
 
+    @classmethod
+    def from_yaml(cls, path: str, **overrides: Any) -> DedupConfig:
+        """Build from a YAML file as ``--config`` reads it (keys are the flags
+        without dashes: ``num-perm`` or ``num_perm``); ``overrides`` (flat keys)
+        win over the file, as flags do: ``DedupConfig.from_yaml("conf/local.yaml",
+        threshold=0.7)``.  Unknown keys and bad values raise :class:`ConfigError`
+        naming the file (or ``overrides``), the key and what is allowed.
+        """
+        values = normalize_keys(load_yaml(path), cls.keys(), path)
+        return cls(**{**values, **normalize_keys(overrides, cls.keys(), "overrides")})
+
 
 def recorded_tokens(params: Mapping[str, Any]) -> str:
     """The tokens an output's or index's recorded parameters were cut with
@@ -888,6 +922,23 @@ def load_yaml(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"--config: {path} must hold a mapping of key: value")
     return data
+
+
+def _keep_order(value: Any) -> list[tuple[str, bool]] | None:
+    """``"a desc, b"`` (or ``["a desc", "b"]``) -> ``[("a", True), ("b", False)]``;
+    None when it is not that form."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        return None
+    out = []
+    for item in items:
+        words = item.split() if isinstance(item, str) else []
+        if not 1 <= len(words) <= 2 or (
+            len(words) == 2 and words[1].lower() not in ("asc", "desc")
+        ):
+            return None
+        out.append((words[0], len(words) == 2 and words[1].lower() == "desc"))
+    return out
 
 
 def _is_int(value: Any) -> bool:

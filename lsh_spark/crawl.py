@@ -60,9 +60,10 @@ from lsh_spark.index import (
     index_params,
     segment_entry,
 )
-from lsh_spark.jaccard import jaccard, join_sides, verify_pairs
+from lsh_spark.jaccard import verify_pairs
 from lsh_spark.outputs import StagedOutput
-from lsh_spark.readers import read_corpus
+from lsh_spark.readers import input_bytes, input_name, read_corpus
+from lsh_spark.removals import with_jaccard
 from lsh_spark.report import merge_reports
 from lsh_spark.session import local_frame, size_shuffle_partitions
 from lsh_spark.stages.candidates import stage_candidates
@@ -221,15 +222,6 @@ def _keeper_rank(keep: str):
     )
 
 
-def _pair_jaccard(pairs: DataFrame, shingles: DataFrame, left: str, right: str) -> DataFrame:
-    """Add the exact ``jaccard`` of ``left`` and ``right`` ids (shingles: (id, shingles))."""
-    return (
-        join_sides(pairs, shingles, "shingles", left, right)
-        .withColumn("jaccard", jaccard(F.col("shingles_a"), F.col("shingles_b")))
-        .drop("shingles_a", "shingles_b")
-    )
-
-
 def already_applied(
     spark: SparkSession, output: str, manifest: Manifest, entry: dict[str, Any]
 ) -> dict[str, Any]:
@@ -294,7 +286,7 @@ class _Batch:
     """One batch run: where it reads and writes, and the index version it makes."""
 
     spark: SparkSession
-    path: str
+    path: str | DataFrame
     batch_id: str
     cfg: DedupConfig
     index: CrawlIndex
@@ -309,7 +301,7 @@ class _Batch:
 
 def run_crawl_batch(
     spark: SparkSession,
-    batch_path: str,
+    batch_path: str | DataFrame,
     index_root: str,
     output: str,
     cfg: DedupConfig,
@@ -327,8 +319,13 @@ def run_crawl_batch(
     new version, at most ``max_retries`` times, as the same run: on an object
     store, where an output is written in place, the retry replaces the output
     its lost attempt committed, under the same owner record.
+
+    ``batch_path``: a path, or the batch as a DataFrame (:class:`lsh_spark.api.CrawlIndex`),
+    which needs a ``batch_id``.
     """
     _check_args(spark, batch_path, cfg, keep)
+    if batch_id is None and isinstance(batch_path, DataFrame):
+        raise ConfigError("--batch-id: required for a batch given as a DataFrame")
     batch_id = batch_id or default_batch_id(spark, batch_path)
     run_id = uuid.uuid4().hex[:12]
     for attempt in range(1, max_retries + 2):
@@ -347,7 +344,7 @@ def run_crawl_batch(
 
 def _run_once(
     spark: SparkSession,
-    batch_path: str,
+    batch_path: str | DataFrame,
     index_root: str,
     output: str,
     cfg: DedupConfig,
@@ -404,16 +401,24 @@ def _run_once(
     return report
 
 
-def _check_args(spark: SparkSession, batch_path: str, cfg: DedupConfig, keep: str) -> None:
+def _check_args(
+    spark: SparkSession, batch_path: str | DataFrame, cfg: DedupConfig, keep: str
+) -> None:
     """Raise :class:`ConfigError` for options a crawl batch cannot run with."""
     if keep not in CRAWL_KEEP_POLICIES:
         raise ConfigError(f"--keep: got {keep!r}; allowed: {' | '.join(CRAWL_KEEP_POLICIES)}")
+    if cfg.keep_by is not None:
+        raise ConfigError(
+            f"--keep-by: got {cfg.keep_by!r}; allowed with crawl_dedup.py: unset (its "
+            "--keep oldest | newest chooses by fetch time)"
+        )
     if cfg.method != "minhash":
         raise ConfigError(
             f"--method: got {cfg.method!r}; allowed with crawl_dedup.py: minhash "
             "(the index holds MinHash band keys and shingle sets)"
         )
-    input_files(spark, batch_path, flag="--batch")
+    if not isinstance(batch_path, DataFrame):
+        input_files(spark, batch_path, flag="--batch")
 
 
 def _batch_stages(run: _Batch) -> tuple[list[dict[str, Any]], int]:
@@ -421,7 +426,7 @@ def _batch_stages(run: _Batch) -> tuple[list[dict[str, Any]], int]:
     candidates, verify); batch records already in the index become rejects.
     Returns the stages' report sections and the number of those records."""
     spark, out, cfg = run.spark, run.out, run.cfg
-    size_shuffle_partitions(spark, FileSystem(spark, run.path).size_bytes(run.path))
+    size_shuffle_partitions(spark, input_bytes(spark, run.path))
     sections = [
         extract_crawl_input(spark, run.path, out, cfg),
         stage_signatures(spark, run.path, out, cfg),
@@ -481,7 +486,7 @@ def _decide(run: _Batch, found: DataFrame | None, keep: str) -> tuple[DataFrame,
         if found is not None:
             shingles = shingles.unionByName(found.select("id", "shingles"))
         dups = decided.filter(~F.col("in_index") & (F.col("id") != F.col("keeper")))
-        dups = _pair_jaccard(
+        dups = with_jaccard(
             dups.select("id", F.col("keeper").alias("duplicate_of"), "keeper_in_index"),
             shingles,
             "id",
@@ -499,7 +504,7 @@ def _decide(run: _Batch, found: DataFrame | None, keep: str) -> tuple[DataFrame,
             "duplicates",
         )
         gone = decided.filter(F.col("in_index") & ~F.col("keeper_in_index"))
-        gone = _pair_jaccard(
+        gone = with_jaccard(
             gone.select("id", F.col("keeper").alias("replaced_by")), shingles, "id", "replaced_by"
         )
         out.write(gone.select("id", "replaced_by", "jaccard"), "superseded")
@@ -633,7 +638,7 @@ def _commit(
             {
                 "batch_id": run.batch_id,
                 "version": run.version,
-                "input": run.path,
+                "input": input_name(run.path),
                 "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 **counts,
             }
@@ -645,7 +650,7 @@ def _commit(
             "lsh_spark_version": __version__,
             "batch_id": run.batch_id,
             "status": "committed",
-            "input_path": run.path,
+            "input_path": input_name(run.path),
             "index_path": run.index.root,
             "keep": keep,
             "parameters": run.cfg.to_dict(),

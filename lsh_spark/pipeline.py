@@ -40,7 +40,7 @@ from lsh_spark.readers import input_bytes
 from lsh_spark.report import StageBytes, merge_reports, report_header
 from lsh_spark.session import adaptive_enabled, size_shuffle_partitions
 from lsh_spark.stages.candidates import banding_section, stage_candidates
-from lsh_spark.stages.cluster import describe_bounded_families, stage_cluster
+from lsh_spark.stages.cluster import describe_bounded_families, keep_columns, stage_cluster
 from lsh_spark.stages.common import Output, Timer, log_counts, observed
 from lsh_spark.stages.extract import extract_crawl_input, release_crawl_input
 from lsh_spark.stages.measure import stage_verify_measure
@@ -77,7 +77,7 @@ __all__ = [
 
 
 def _s_curve_png(cfg: DedupConfig) -> bytes:
-    from lsh_spark.advise import s_curve_png
+    from lsh_spark.advisor import s_curve_png
 
     return s_curve_png(cfg)
 
@@ -129,6 +129,8 @@ def _run_stages(
     spark: SparkSession, input_path: str | DataFrame, out: Output, cfg: DedupConfig, deduped: bool
 ) -> dict[str, Any]:
     """Every stage in turn into ``out``; the merged report."""
+    if cfg.keep_order:  # a missing --keep-by column stops the run before any work
+        keep_columns(spark, input_path, cfg)
     read_bytes = input_bytes(spark, input_path)
     partitions = size_shuffle_partitions(spark, read_bytes)
     crawl = extract_crawl_input(spark, input_path, out, cfg)

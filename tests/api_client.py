@@ -3,8 +3,9 @@
 ``python tests/api_client.py sc://HOST:PORT WORKDIR OUT`` builds the sample
 corpus as a DataFrame in the client's memory, calls
 ``lsh_spark.find_duplicates`` with ``WORKDIR``, writes ``Duplicates.remove``
-to ``OUT`` and prints the report's counts and the session settings before and
-after as one JSON line (tests/test_connect.py).
+to ``OUT`` and prints the report's counts, the session settings before and
+after, and what ``removals`` and ``inspect()`` found as one JSON line
+(tests/test_connect.py).
 """
 
 from __future__ import annotations
@@ -29,9 +30,16 @@ def main(remote: str, workdir: str, out: str) -> None:
     docs = spark.createDataFrame(rows, "id string, source string, text string")
     before = {k: spark.conf.get(k, None) for k in KEYS}
     dups = lsh_spark.find_duplicates(docs, threshold=0.8, workdir=workdir)
-    dups.remove(docs).write.parquet(out)
+    dups.remove(docs, drop_rejects=True).write.parquet(out)
     after = {k: spark.conf.get(k, None) for k in KEYS}
-    print(json.dumps({"counts": dups.report["counts"], "before": before, "after": after}))
+    notebook = {
+        "removals": dups.removals.count(),
+        "below_threshold": dups.removals.filter("jaccard < 0.8").count(),
+        "page_pairs": dups.inspect().count("Jaccard with the kept document <b"),
+    }
+    print(
+        json.dumps({"counts": dups.report["counts"], "before": before, "after": after, **notebook})
+    )
     spark.stop()
 
 

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from lsh_spark.advise import advise, s_curve_png
+from lsh_spark.advisor import advise, s_curve_png
 from lsh_spark.block_matrix import block_pairs
 from lsh_spark.config import DedupConfig
 from lsh_spark.pipeline import run_dedup

@@ -49,7 +49,7 @@ def test_find_duplicates_equals_the_job(spark, job, found):
         assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
     deduped = spark.read.parquet(f"{job}/deduped").drop("cluster_size")
     assert_df_equality(
-        dups.remove(docs),
+        dups.remove(docs, drop_rejects=True),
         deduped.select(*docs.columns),
         ignore_row_order=True,
         ignore_nullable=True,

@@ -151,6 +151,10 @@ def test_python_api_over_connect_equals_the_job(server, classic, spark, tmp_path
     )
     with open(f"{classic}/report.json") as fh:
         assert got["counts"] == json.load(fh)["counts"]
+    # removals and the inspection page over Connect: one row per removed document,
+    # 20 of them shown beside their kept documents.
+    assert got["removals"] == got["counts"]["removed_documents"]
+    assert got["page_pairs"] == 20 and 0 <= got["below_threshold"] < got["removals"]
 
 
 def test_stage_jobs_and_advisor_over_connect(server, classic, spark, tmp_path):

@@ -121,7 +121,7 @@ def test_every_path_gives_the_same_shingles(spark, mode, tmp_path):
     """The fused Python pass, the Spark path (SimHash, prepare + add_shingles),
     decontamination's n-grams, the advisor's sample and ``lsh_spark.shingles``."""
     from lsh_spark import api
-    from lsh_spark.advise import collect_sample
+    from lsh_spark.advisor import collect_sample
     from lsh_spark.decontam import _ngrams
     from lsh_spark.features import word_minhash_features
 

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lsh_spark.components import apply_keep_policy, connected_components, forest_of_clusters
-from lsh_spark.config import DedupConfig
+from lsh_spark.config import ConfigError, DedupConfig
 from lsh_spark.readers import read_corpus
 from lsh_spark.report import CLUSTER_SIZE_ROWS
 from lsh_spark.session import tagged
@@ -59,6 +59,18 @@ def kept_documents(
     )
 
 
+def keep_columns(spark: SparkSession, input_path: str | DataFrame, cfg: DedupConfig) -> DataFrame:
+    """``(id, *keep-by columns)`` of the accepted input records; a
+    :class:`ConfigError` naming a ``--keep-by`` column the input lacks."""
+    raw, _ = read_corpus(spark, input_path, cfg)
+    names = [c for c, _ in cfg.keep_order]
+    missing = [c for c in names if c not in raw.columns or c == "reject_reason"]
+    if missing:
+        columns = ", ".join(c for c in raw.columns if c != "reject_reason")
+        raise ConfigError(f"--keep-by: column {missing[0]!r} not in input; columns: {columns}")
+    return raw.filter(F.col("reject_reason").isNull()).select("id", *names)
+
+
 def stage_cluster(
     spark: SparkSession,
     input_path: str | DataFrame,
@@ -83,7 +95,10 @@ def stage_cluster(
             saved_rounds(checkpoint_dir(out, cfg)),
             n_edges=n_pairs,
         )
-        clusters = apply_keep_policy(clusters, sigs.select("id", "text_len"), cfg.keep)
+        docs = sigs.select("id", "text_len")
+        if cfg.keep_order:
+            docs = docs.join(keep_columns(spark, input_path, cfg), "id")
+        clusters = apply_keep_policy(clusters, docs, cfg.keep, cfg.keep_order)
         dup = F.col("cluster_size") > 1
         # Exactly one document of each cluster is kept: kept documents count clusters.
         clusters, seen = observed(
