@@ -525,16 +525,10 @@ def shingles(
     >>> len(row.shingles), row.text
     (3, 'One two, THREE four')
     """
-    from lsh_spark.normalize import TEXT_CHAR, normalize_col
-    from lsh_spark.shingle import add_shingles
+    from lsh_spark.shingle import text_shingles
 
     cfg = _config("shingles", DedupConfig, shingle=kind, k=k, seed=seed, tokens=tokens)
-    norm = normalize_col(F.make_valid_utf8(F.col(text_col).cast("string")), cfg.token_mode)
-    with_norm = df.withColumn("_norm", norm)
-    with_norm = with_norm.withColumn(
-        "_norm", F.when(F.col("_norm").rlike(TEXT_CHAR), F.col("_norm"))
-    )
-    return add_shingles(with_norm, cfg.shingle, cfg.shingle_k, cfg.seed, "_norm", out).drop("_norm")
+    return text_shingles(df, text_col, cfg.shingle, cfg.shingle_k, cfg.seed, cfg.token_mode, out)
 
 
 def minhash(

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from lsh_spark.config import DedupConfig
 from lsh_spark.jaccard import jaccard, join_sides
 from lsh_spark.readers import read_corpus
+from lsh_spark.shingle import text_shingles
 from lsh_spark.stages.verify_plan import small_id_list
 
 
@@ -45,8 +46,6 @@ def shingled(
     DataFrame of ``rows`` rows, or a short list), the shingle sets as the run
     computed them: the input is filtered where it is read when the ids are few
     (:func:`small_id_list`), and only those documents are shingled."""
-    from lsh_spark.api import shingles
-
     raw, _ = read_corpus(spark, source, cfg)
     raw = raw.filter(F.col("reject_reason").isNull())
     if isinstance(ids, list):
@@ -55,7 +54,7 @@ def shingled(
         wanted = small_id_list(ids, rows) if rows is not None else ids
         chosen = raw.join(wanted, "id", "left_semi")
     docs = chosen.select("id", F.col(cfg.text_col).alias("text"))
-    return shingles(docs, "text", cfg.shingle, cfg.shingle_k, cfg.seed, tokens=cfg.token_mode)
+    return text_shingles(docs, "text", cfg.shingle, cfg.shingle_k, cfg.seed, cfg.token_mode)
 
 
 def with_jaccard(pairs: DataFrame, shingles: DataFrame, left: str, right: str) -> DataFrame:

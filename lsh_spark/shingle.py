@@ -48,7 +48,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lsh_spark.kernels import compiled, use_compiled
-from lsh_spark.normalize import string_buffers
+from lsh_spark.normalize import TEXT_CHAR, normalize_col, string_buffers
 
 
 def _hash(seed: int, value: Column) -> Column:
@@ -81,6 +81,16 @@ def _char_windows(norm: Column, k: int, seed: int) -> Column:
     # surrogate pair); no per-position substring scans.
     pattern = r"(?s)(?![\uDC00-\uDFFF])(?=(.{" + str(k) + r"}))"
     return F.transform(F.regexp_extract_all(norm, F.lit(pattern), 1), lambda w: _hash(seed, w))
+
+
+def text_shingles(
+    df: DataFrame, text_col: str, kind: str, k: int, seed: int, tokens: str, out: str = "shingles"
+) -> DataFrame:
+    """``df`` with ``out``: the shingle set of the normalized ``text_col`` (null where
+    the text has no letter or digit), as the pipeline shingles an accepted record."""
+    norm = normalize_col(F.make_valid_utf8(F.col(text_col).cast("string")), tokens)
+    with_norm = df.withColumn("_norm", F.when(norm.rlike(TEXT_CHAR), norm))
+    return add_shingles(with_norm, kind, k, seed, "_norm", out).drop("_norm")
 
 
 def add_shingles(
