@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from lsh_spark.config import VECTOR_METHODS, ConfigError, DedupConfig, recorded_tokens
 from lsh_spark.errors import LshSparkError
 from lsh_spark.readers import read_corpus
-from lsh_spark.removals import shingled, with_jaccard
+from lsh_spark.removals import chosen_texts, shingled, with_jaccard
 from lsh_spark.session import local_frame
 from lsh_spark.store import FileSystem
 
@@ -179,7 +179,8 @@ def crawl_page(
     ]
     wanted = {r["id"] for r in removed}
     wanted |= {r["duplicate_of"] for r in removed if r["duplicate_of_source"] == "batch"}
-    docs = _texts(_shingled(spark, source, cfg, wanted))
+    # The Jaccards are in duplicates/: only the texts are read, nothing shingled.
+    docs = _texts(chosen_texts(spark, source, cfg, sorted(wanted, key=str)))
     pairs = []
     for r in removed:
         kept = docs.get(r["duplicate_of"]) or {

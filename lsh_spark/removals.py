@@ -35,17 +35,16 @@ def kept_of(clusters: DataFrame) -> DataFrame:
     return removed.join(kept, "cluster_id").select("id", "kept_id")
 
 
-def shingled(
+def chosen_texts(
     spark: SparkSession,
     source: str | DataFrame,
     cfg: DedupConfig,
     ids: DataFrame | list[Any],
     rows: int | None = None,
 ) -> DataFrame:
-    """``(id, text, shingles)`` of the accepted input documents ``ids`` (an ``(id)``
-    DataFrame of ``rows`` rows, or a short list), the shingle sets as the run
-    computed them: the input is filtered where it is read when the ids are few
-    (:func:`small_id_list`), and only those documents are shingled."""
+    """``(id, text)`` of the accepted input documents ``ids`` (an ``(id)``
+    DataFrame of ``rows`` rows, or a short list): the input is filtered where
+    it is read when the ids are few (:func:`small_id_list`)."""
     raw, _ = read_corpus(spark, source, cfg)
     raw = raw.filter(F.col("reject_reason").isNull())
     if isinstance(ids, list):
@@ -53,7 +52,19 @@ def shingled(
     else:
         wanted = small_id_list(ids, rows) if rows is not None else ids
         chosen = raw.join(wanted, "id", "left_semi")
-    docs = chosen.select("id", F.col(cfg.text_col).alias("text"))
+    return chosen.select("id", F.col(cfg.text_col).alias("text"))
+
+
+def shingled(
+    spark: SparkSession,
+    source: str | DataFrame,
+    cfg: DedupConfig,
+    ids: DataFrame | list[Any],
+    rows: int | None = None,
+) -> DataFrame:
+    """``(id, text, shingles)`` of the documents of :func:`chosen_texts`, the
+    shingle sets as the run computed them: only those documents are shingled."""
+    docs = chosen_texts(spark, source, cfg, ids, rows)
     return text_shingles(docs, "text", cfg.shingle, cfg.shingle_k, cfg.seed, cfg.token_mode)
 
 
