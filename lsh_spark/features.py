@@ -26,11 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from lsh_spark.banding import BUCKETS_COL, bucket_keys
 from lsh_spark.normalize import (
     NO_TEXT,
     TEXT_CHAR,
@@ -40,10 +42,38 @@ from lsh_spark.normalize import (
     normalize_array,
 )
 from lsh_spark.shingle import pack_shingles, packed_slices, text_hash_arrow, word_shingles_arrow
-from lsh_spark.signature import permutation_params, signature_arrays
+from lsh_spark.signature import permutation_params, signature_arrays, signature_matrix
 
 
-def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b, tokens: str) -> pa.RecordBatch:
+def _buckets_array(
+    shingles: pa.Array, a: np.ndarray, b: np.ndarray, bands: tuple[int, int]
+) -> tuple[pa.Array, pa.Array]:
+    """(``buckets`` as ``list<int64>``, ``num_shingles``): every row's bucket key
+    of each band (:func:`lsh_spark.banding.bucket_keys`); a row without shingles
+    gets the keys of a null signature, the hash of the band number alone, as
+    :func:`lsh_spark.banding.band_key` gives it."""
+    sig, present, lengths = signature_matrix(shingles, a, b)
+    n_bands, rows = bands
+    keys = np.empty((len(lengths), n_bands), dtype=np.int64)
+    keys[present] = bucket_keys(sig, n_bands, rows)
+    if not present.all():
+        keys[~present] = bucket_keys(np.zeros((1, 0), dtype=np.int32), n_bands, 0)
+    offsets = np.arange(0, (len(lengths) + 1) * n_bands, n_bands, dtype=np.int32)
+    return (
+        pa.ListArray.from_arrays(pa.array(offsets), pa.array(keys.ravel())),
+        pa.array(lengths.astype(np.int32)),
+    )
+
+
+def _features_batch(
+    batch: pa.RecordBatch,
+    k: int,
+    seed: int,
+    a,
+    b,
+    tokens: str,
+    bands: tuple[int, int] | None = None,
+) -> pa.RecordBatch:
     text = batch.column("text")
     # The control-character check, left out of the JVM checks (see checked_texts).
     # Both it and normalize_array read malformed UTF-8 as U+FFFD (valid_utf8).
@@ -56,7 +86,10 @@ def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b, tokens: str)
     )
     norm = keep_where(pc.is_null(reason), norm)
     shingles = word_shingles_arrow(norm, k, seed)
-    signature, num_shingles = signature_arrays(shingles, a, b)
+    if bands is None:
+        signature, num_shingles = signature_arrays(shingles, a, b)
+    else:
+        signature, num_shingles = _buckets_array(shingles, a, b, bands)
     # The characters of the texts passed on (checked_texts(passed_len=False)
     # counted only those it withheld).
     text_len = pc.coalesce(batch.column("text_len"), char_lengths(text))
@@ -70,7 +103,15 @@ def _features_batch(batch: pa.RecordBatch, k: int, seed: int, a, b, tokens: str)
             signature,
             num_shingles,
         ],
-        names=["id", "text_len", "reason", "text_hash", "shingles", "signature", "num_shingles"],
+        names=[
+            "id",
+            "text_len",
+            "reason",
+            "text_hash",
+            "shingles",
+            "signature" if bands is None else BUCKETS_COL,
+            "num_shingles",
+        ],
     )
 
 
@@ -81,6 +122,7 @@ def word_minhash_features(
     num_perm: int,
     packed: bool = False,
     tokens: str = "script",
+    bands: tuple[int, int] | None = None,
 ) -> DataFrame:
     """``(id, text_len, text, reason)`` from :func:`lsh_spark.normalize.checked_texts`
     (``text_len`` may be null where ``text`` is not: it is counted here)
@@ -97,6 +139,10 @@ def word_minhash_features(
     by :func:`lsh_spark.shingle.pack_shingles` (what the verification kernels
     read fastest), instead of ``array<bigint>``.  ``tokens``: how the normalized
     text is cut into words (:func:`lsh_spark.normalize.normalize_array`).
+    ``bands``: ``(b, r)``: instead of ``signature``, ``buckets`` (``array<bigint>``)
+    holds the document's bucket key of each of the ``b`` bands of ``r`` rows
+    (:func:`lsh_spark.banding.bucket_keys`), what banding needs of the signature:
+    16 values a document to write instead of 128.
     """
     a, b = permutation_params(num_perm, seed)
     id_field = checked.schema["id"]
@@ -109,14 +155,16 @@ def word_minhash_features(
             T.StructField(
                 "shingles", T.BinaryType() if packed else T.ArrayType(T.LongType(), False), True
             ),
-            T.StructField("signature", T.ArrayType(T.IntegerType(), False), True),
+            T.StructField("signature", T.ArrayType(T.IntegerType(), False), True)
+            if bands is None
+            else T.StructField(BUCKETS_COL, T.ArrayType(T.LongType(), False), True),
             T.StructField("num_shingles", T.IntegerType(), False),
         ]
     )
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            out = _features_batch(batch, k, seed, a, b, tokens)
+            out = _features_batch(batch, k, seed, a, b, tokens, bands)
             if not packed:
                 yield out
                 continue

@@ -192,17 +192,26 @@ def _minhash_numpy(
     return np.ascontiguousarray(sig.T)
 
 
-def signature_arrays(shingles: pa.Array, a: np.ndarray, b: np.ndarray) -> tuple[pa.Array, pa.Array]:
-    """``list<int64>`` shingle sets -> (``signature`` as ``list<int32>``, ``num_shingles``).
-
-    A null or empty set gets a null signature and 0 shingles.
-    """
+def signature_matrix(
+    shingles: pa.Array, a: np.ndarray, b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``list<int64>`` shingle sets -> (the signatures of the non-empty sets as an
+    ``(n_present, num_perm)`` int32 matrix, which rows are present, every
+    row's number of shingles)."""
     flat, lengths = shingle_parts(shingles)
     present = lengths > 0
     offsets = np.zeros(int(present.sum()) + 1, dtype=np.int64)
     np.cumsum(lengths[present], out=offsets[1:])
     values = flat.view(np.uint64)
-    sig = minhash_flat(values, offsets, a, b).astype(np.int32)
+    return minhash_flat(values, offsets, a, b).astype(np.int32), present, lengths
+
+
+def signature_arrays(shingles: pa.Array, a: np.ndarray, b: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """``list<int64>`` shingle sets -> (``signature`` as ``list<int32>``, ``num_shingles``).
+
+    A null or empty set gets a null signature and 0 shingles.
+    """
+    sig, present, lengths = signature_matrix(shingles, a, b)
     num_perm = len(a)
     # Rows without shingles (rejected records passing through) get a null signature.
     list_offsets = np.zeros(len(lengths) + 1, dtype=np.int32)

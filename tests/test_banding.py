@@ -128,3 +128,46 @@ def test_band_keys_equal_the_hash_of_each_band_slice(spark):
     golden = spark.createDataFrame([("g", list(range(12)))], schema)
     keys = sorted((r.band, r.bucket) for r in explode_bands(golden, 2, 6).collect())
     assert [k for _, k in keys] == GOLDEN_BAND_KEYS
+
+
+def test_numpy_bucket_keys_equal_spark_band_keys(spark):
+    """bucket_keys (numpy, the signature pass) gives the keys explode_bands
+    computes in Spark: random signatures with negative values and both int32
+    extremes, for short, long and single-row bands, fewer rows than num_perm
+    used, and the golden value; explode_bands of a ``buckets`` column gives
+    the same rows and refuses keys made for another banding."""
+    import numpy as np
+
+    from lsh_spark.banding import BUCKETS_COL, bucket_keys, buckets_column
+
+    rng = np.random.default_rng(3)
+    sig = rng.integers(-(1 << 31), 1 << 31, size=(40, 128), dtype=np.int64).astype(np.int32)
+    sig[0, :4] = [-(1 << 31), (1 << 31) - 1, 0, -1]
+    schema = "id string, signature array<int>"
+    df = spark.createDataFrame(
+        [(f"d{i}", [int(v) for v in row]) for i, row in enumerate(sig)], schema
+    )
+    for bands, r in ((16, 6), (4, 32), (128, 1), (9, 13)):
+        spark_keys = {
+            (row.id, row.band): row.bucket for row in explode_bands(df, bands, r).collect()
+        }
+        keys = bucket_keys(sig, bands, r)
+        assert keys.dtype == np.int64 and keys.shape == (40, bands)
+        ours = {(f"d{i}", b): int(keys[i, b]) for i in range(40) for b in range(bands)}
+        assert ours == spark_keys, (bands, r)
+    assert bucket_keys(np.arange(12, dtype=np.int32).reshape(1, 12), 2, 6).tolist() == [
+        GOLDEN_BAND_KEYS
+    ]
+    # A null signature's keys: the band number alone.
+    null = spark.createDataFrame([("n", None)], schema)
+    want = [row.bucket for row in explode_bands(null, 3, 2).orderBy("band").collect()]
+    assert bucket_keys(np.zeros((1, 0), dtype=np.int32), 3, 0)[0].tolist() == want
+    keyed = spark.createDataFrame(
+        [(f"d{i}", [int(v) for v in keys[i]]) for i in range(40)],
+        "id string, buckets array<bigint>",
+    ).select("id", buckets_column(9, 13))
+    got = {(row.id, row.band): row.bucket for row in explode_bands(keyed, 9, 13).collect()}
+    assert got == {(f"d{i}", b): int(keys[i, b]) for i in range(40) for b in range(9)}
+    assert BUCKETS_COL == "buckets"
+    with pytest.raises(ValueError, match="bucket keys of 9 bands of 13 rows, not of the 16 bands"):
+        explode_bands(keyed, 16, 6)

@@ -17,6 +17,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from lsh_spark import commands
+from lsh_spark.banding import explode_bands
 from lsh_spark.config import DedupConfig
 from lsh_spark.crawl import run_crawl_batch
 from lsh_spark.index import CrawlIndex, IndexError, doc_key, index_params
@@ -28,6 +29,18 @@ SPLIT = {"ja-1", "ja-2", "ja-3", "zh-1", "zh-2", "th-1", "th-2", "mixed-1", "sho
 
 def rows(spark, path, *cols):
     return sorted(tuple(r[c] for c in cols) for r in spark.read.parquet(str(path)).collect())
+
+
+def bucket_keys_by_id(spark, path) -> dict[str, list[int]]:
+    """Every document's bucket key of each band: the ``buckets`` this release
+    writes to ``signatures/``, or those :func:`explode_bands` makes of the
+    ``signature`` 0.2.0 wrote (the keys its crawl index holds), with the bands
+    of the fixture run (16 of 6 rows)."""
+    df = spark.read.parquet(str(path))
+    keys: dict[str, list[int]] = {}
+    for r in explode_bands(df, 16, 6).collect():
+        keys.setdefault(r.id, [0] * 16)[r.band] = r.bucket
+    return keys
 
 
 def texts() -> dict[str, str]:
@@ -58,8 +71,15 @@ def test_the_fixtures_were_written_by_0_2_0():
 @pytest.mark.heavy
 def test_space_tokens_give_the_signatures_clusters_and_pairs_of_0_2_0(spark, dedup_runs):
     out = dedup_runs["space"]
+    # The signature pass now writes each document's bucket keys, not its
+    # signature: they must be the keys 0.2.0's signatures give.
+    new_keys = bucket_keys_by_id(spark, f"{out}/signatures")
+    assert "signature" not in spark.read.parquet(f"{out}/signatures").columns
+    assert len(new_keys) == 15 and new_keys == bucket_keys_by_id(
+        spark, V020 / "dedup" / "signatures"
+    )
     for table, cols in (
-        ("signatures", ("id", "signature", "num_shingles")),
+        ("signatures", ("id", "num_shingles", "text_hash")),
         ("clusters", ("id", "cluster_id", "cluster_size", "keep")),
         ("pairs", ("id_a", "id_b", "jaccard")),
     ):
@@ -70,10 +90,8 @@ def test_space_tokens_give_the_signatures_clusters_and_pairs_of_0_2_0(spark, ded
 
 @pytest.mark.heavy
 def test_script_tokens_change_only_the_signatures_of_scripts_without_spaces(spark, dedup_runs):
-    old = {r[0]: r[1:] for r in rows(spark, V020 / "dedup" / "signatures", "id", "signature")}
-    new = {
-        r[0]: r[1:] for r in rows(spark, f"{dedup_runs['default']}/signatures", "id", "signature")
-    }
+    old = bucket_keys_by_id(spark, V020 / "dedup" / "signatures")
+    new = bucket_keys_by_id(spark, f"{dedup_runs['default']}/signatures")
     assert {i for i in old if old[i] != new[i]} == SPLIT
     report = json.loads(Path(dedup_runs["default"], "report.json").read_text())
     assert report["parameters"]["tokens"] == "script"

@@ -94,3 +94,23 @@ def test_fused_features_equal_the_spark_path(spark, passed_len):
     assert reasons["k"].startswith("binary_content: 38% ")
     assert reasons["l"].startswith("binary_content: 7% ")
     assert reasons["p"].startswith("binary_content: 25% ")
+
+
+def test_fused_bucket_keys_equal_the_bands_of_the_signature(spark):
+    """With ``bands``, the pass writes each accepted document's bucket keys
+    instead of its signature: the keys Spark's ``explode_bands`` makes of the
+    signature the pass writes without it (the crawl index's keys), in band
+    order, for every accepted document."""
+    from lsh_spark.banding import explode_bands
+
+    raw = spark.createDataFrame(TEXTS, "id string, text string")
+    checked = checked_texts(raw, "text", 1000, binary=False, passed_len=False)
+    with_sig = word_minhash_features(checked, 3, 5, 16).filter("reason is null")
+    keyed = word_minhash_features(checked, 3, 5, 16, bands=(5, 3)).filter("reason is null")
+    assert "signature" not in keyed.columns
+    want = {
+        (r.id, r.band): r.bucket
+        for r in explode_bands(with_sig.select("id", "signature"), 5, 3).collect()
+    }
+    got = {(r.id, band): key for r in keyed.collect() for band, key in enumerate(r.buckets)}
+    assert len(got) == 5 * with_sig.count() and got == want

@@ -241,9 +241,13 @@ def test_config_file_honoured_and_flag_overrides(require_spark_submit, spark, tm
     assert [params["bands"], params["rows"]] == list(
         DedupConfig(threshold=0.9, num_perm=64).band_params()
     )
-    # The signatures really have num_perm values.
+    # The signatures stage wrote every document's bucket key of each band of
+    # that banding, and says which banding in the column's metadata.
+    bands, rows = DedupConfig(threshold=0.9, num_perm=64).band_params()
     sigs = spark.read.parquet(str(overridden / "signatures"))
-    assert {r[0] for r in sigs.select(F.size("signature")).distinct().collect()} == {64}
+    assert {r[0] for r in sigs.select(F.size("buckets")).distinct().collect()} == {bands}
+    meta = sigs.schema["buckets"].metadata
+    assert (meta["lsh_spark.bands"], meta["lsh_spark.rows"]) == (bands, rows)
 
 
 # -- (f) the advisor and the other LSH families from the command line -------------

@@ -12,6 +12,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lsh_spark.banding import buckets_column
 from lsh_spark.config import VECTOR_METHODS, DedupConfig
 from lsh_spark.features import word_minhash_features
 from lsh_spark.normalize import checked_texts, prepare
@@ -91,7 +92,13 @@ def _features(raw: DataFrame, cfg: DedupConfig, packed: bool) -> DataFrame:
     if cfg.method == "minhash" and cfg.shingle == "word":
         texts = checked_texts(raw, cfg.text_col, cfg.max_text_chars, binary=False, passed_len=False)
         return word_minhash_features(
-            texts, cfg.shingle_k, cfg.seed, cfg.num_perm, packed=packed, tokens=cfg.token_mode
+            texts,
+            cfg.shingle_k,
+            cfg.seed,
+            cfg.num_perm,
+            packed=packed,
+            tokens=cfg.token_mode,
+            bands=cfg.band_params(),
         )
     prepared = prepare(raw, cfg.text_col, cfg.max_text_chars, cfg.token_mode)
     ok = F.col("reason").isNull()
@@ -116,7 +123,9 @@ def _write_signatures(feats: DataFrame, out: Output, cfg: DedupConfig) -> None:
     ok = F.col("reason").isNull()
     accepted = feats.filter(ok)
     if cfg.method == "minhash" and cfg.shingle == "word":
-        sigs = accepted.select(*SIGNATURE_COLUMNS)
+        # The fused pass wrote each document's bucket keys, not its signature.
+        keys = buckets_column(*cfg.band_params())
+        sigs = accepted.select(*(keys if c == "signature" else c for c in SIGNATURE_COLUMNS))
     elif cfg.method == "simhash":
         weighted = "shingle_list" if cfg.simhash.simhash_weight == "tf" else "shingles"
         sigs = add_simhash(
