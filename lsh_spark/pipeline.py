@@ -145,7 +145,9 @@ def _run_stages(
     accepted = signatures["counts"]["accepted"]
     ids_checked = start_id_check(spark, out.read("shingles")) if later else None
     try:
-        candidates = stage_candidates(spark, out, cfg, accepted)
+        candidates = stage_candidates(
+            spark, out, cfg, accepted, signatures["counts"].get("longest_id_bytes")
+        )
     finally:
         if ids_checked is not None:
             ids_checked.result()

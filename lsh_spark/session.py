@@ -38,14 +38,22 @@ PARTITIONS_KEY = "spark.sql.shuffle.partitions"
 # Applied only where the user (spark-submit --conf, a properties file, the builder)
 # set nothing.
 # (Adaptive execution, on by default in Spark, is switched by size_adaptive_execution.)
+ARROW_RECORDS_KEY = "spark.sql.execution.arrow.maxRecordsPerBatch"
+ARROW_BYTES_KEY = "spark.sql.execution.arrow.maxBytesPerBatch"
+# At this byte bound Spark does not measure the Arrow batch after each row
+# (BatchedPythonArrowInput skips the check at Int.MaxValue), see small_row_batches.
+NO_BATCH_BYTE_BOUND = (1 << 31) - 1
+# What a batch of small rows may hold, and the most rows it takes.
+SMALL_ROW_BATCH_BYTES = 64 << 20
+SMALL_ROW_BATCH_ROWS = 65536
 DEFAULTS = {
     # Bound the Arrow batches sent to Python (mapInArrow, pandas_udf) by rows and
     # by bytes, whichever comes first: documents can be megabytes each, and 2,048
     # of them would reach Arrow's 2 GB column limit.  A single larger row still
     # travels, alone in its batch.  (Spark 4.0's byte bound, 256 MiB by default,
     # is an internal setting: ``SET -v`` does not list it.)
-    "spark.sql.execution.arrow.maxRecordsPerBatch": "2048",
-    "spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20),
+    ARROW_RECORDS_KEY: "2048",
+    ARROW_BYTES_KEY: str(64 << 20),
     "spark.sql.parquet.compression.codec": "zstd",
 }
 # The session setting that lists the keys lsh-spark set itself (comma-separated):
@@ -166,6 +174,47 @@ def settings_restored(spark: SparkSession) -> Iterator[None]:
                 elif spark.conf.get(key, None) != value:
                     spark.conf.set(key, value)
             except PySparkException as exc:  # a server that refuses the key
+                log.warning("could not restore %s: %s", key, str(exc).strip().splitlines()[0])
+
+
+@contextmanager
+def small_row_batches(spark: SparkSession, row_bytes: int | None) -> Iterator[None]:
+    """Plan the block's ``mapInArrow`` inputs, whose rows are at most ``row_bytes``
+    each, in Arrow batches of as many rows as :data:`SMALL_ROW_BATCH_BYTES` holds
+    (2,048 to :data:`SMALL_ROW_BATCH_ROWS`) and without Spark's byte bound.
+
+    With a byte bound, Spark measures the batch after every row it adds (every
+    column vector's buffers, through Arrow's struct vectors): a quarter of the
+    JVM's CPU in the candidate stage, whose 16 band rows a document are some 40
+    bytes each.  Rows of a known size need no such check.  Settings the user
+    gave, and a ``row_bytes`` of None (not known), leave Spark's batching as it
+    is.  The settings are read when a query is planned: the block must plan and
+    run the queries (a cache materializes when first used).
+    """
+    if (
+        row_bytes is None
+        or submitted(spark, ARROW_RECORDS_KEY)
+        or submitted(spark, ARROW_BYTES_KEY)
+    ):
+        yield
+        return
+    rows = max(2048, min(SMALL_ROW_BATCH_ROWS, SMALL_ROW_BATCH_BYTES // max(1, row_bytes)))
+    before = {key: spark.conf.get(key, None) for key in (ARROW_RECORDS_KEY, ARROW_BYTES_KEY)}
+    try:
+        spark.conf.set(ARROW_RECORDS_KEY, str(rows))
+        spark.conf.set(ARROW_BYTES_KEY, str(NO_BATCH_BYTE_BOUND))
+    except PySparkException as exc:  # a server that refuses the keys: Spark's batching
+        log.warning("Arrow batches of %d rows not set: %s", rows, str(exc).strip().splitlines()[0])
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            try:
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
+            except PySparkException as exc:
                 log.warning("could not restore %s: %s", key, str(exc).strip().splitlines()[0])
 
 

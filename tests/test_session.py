@@ -26,6 +26,7 @@ from lsh_spark.session import (
     in_background,
     size_adaptive_execution,
     size_shuffle_partitions,
+    small_row_batches,
     submitted,
 )
 
@@ -366,3 +367,47 @@ def test_stage_jobs_are_described_in_the_spark_ui(spark):
         assert context.getLocalProperty(JOB_DESCRIPTION) == "lsh-spark: verify"
         assert spark.range(3).count() == 3
     assert context.getLocalProperty(JOB_DESCRIPTION) is None
+
+
+def _batch_sizes(spark, n: int) -> list[int]:
+    """The sizes of the Arrow batches a one-partition ``mapInArrow`` of ``n`` rows gets."""
+
+    def sizes(batches):
+        for b in batches:
+            yield pa.RecordBatch.from_arrays([pa.array([b.num_rows], pa.int64())], names=["n"])
+
+    df = spark.range(n).repartition(1).selectExpr("cast(id as string) as id")
+    return sorted((r.n for r in df.mapInArrow(sizes, "n long").collect()), reverse=True)
+
+
+def test_small_row_batches_plan_large_batches_without_the_byte_check(restored):
+    spark = restored
+    records, nbytes = (
+        "spark.sql.execution.arrow.maxRecordsPerBatch",
+        "spark.sql.execution.arrow.maxBytesPerBatch",
+    )
+    # 64 rows a batch that the user set (as the test session's builder does): kept.
+    spark.conf.set(FILLED_KEY, "")
+    spark.conf.set(records, "64")
+    spark.conf.unset(nbytes)
+    with small_row_batches(spark, 40):
+        assert _batch_sizes(spark, 1000) == [64] * 15 + [40]
+    # Settings lsh-spark filled in (2,048 rows, 64 MiB) give way inside the block.
+    spark.conf.unset(records)
+    build_session("lsh-spark-test")
+    assert _batch_sizes(spark, 10000) == [2048] * 4 + [1808]
+    with small_row_batches(spark, 40):
+        assert spark.conf.get(nbytes) == str((1 << 31) - 1)  # Spark's "no bound"
+        assert _batch_sizes(spark, 10000) == [10000]
+    with small_row_batches(spark, 10000):  # 64 MiB / 10,000 bytes: 6,710 rows
+        assert _batch_sizes(spark, 10000) == [6710, 3290]
+    with small_row_batches(spark, None):  # rows of unknown size: as they were
+        assert _batch_sizes(spark, 10000) == [2048] * 4 + [1808]
+    assert (spark.conf.get(records), spark.conf.get(nbytes)) == ("2048", str(64 << 20))
+    # A byte bound the user gave (a session lsh-spark filled nothing in) is kept,
+    # and so is the batching.
+    spark.conf.set(FILLED_KEY, "")
+    spark.conf.set(nbytes, str(32 << 20))
+    assert submitted(spark, nbytes)
+    with small_row_batches(spark, 40):
+        assert _batch_sizes(spark, 10000) == [2048] * 4 + [1808]

@@ -17,29 +17,47 @@ from lsh_spark.banding import explode_bands
 from lsh_spark.buckets import bucket_members, bucket_summary, candidate_blocks, candidate_pairs
 from lsh_spark.caching import cached
 from lsh_spark.config import DedupConfig, candidate_probability, s_curve
-from lsh_spark.session import in_background, job_tag, tagged
+from lsh_spark.session import in_background, job_tag, small_row_batches, tagged
 from lsh_spark.simhash import block_bounds, explode_tables
 from lsh_spark.stages.common import Output, Timer, observed
 
 # Points of the p-stable S-curve in the report: distances 0 .. 3 x max_distance.
 DISTANCE_CURVE_POINTS = 20
+# The bytes of a band row besides its id (band, bucket, text key, offsets).
+BAND_ROW_BYTES = 32
 DISTANCE_CURVE_SPAN = 3
 
 
 def stage_candidates(
-    spark: SparkSession, out: Output, cfg: DedupConfig, documents: int | None = None
+    spark: SparkSession,
+    out: Output,
+    cfg: DedupConfig,
+    documents: int | None = None,
+    longest_id_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Band keys and bucket grouping: writes ``candidates/`` (pairs) and ``blocks/``.
 
     ``documents``: the number of rows of ``signatures/`` when the caller knows
-    it (counted here otherwise).
+    it (counted here otherwise).  ``longest_id_bytes``: the longest id of
+    ``signatures/`` in UTF-8 bytes, when the caller knows it (the signature
+    stage's ``counts``; found here otherwise): it bounds the band rows, which
+    then travel to the bucket grouping in large Arrow batches.
     """
     timer = Timer(spark)
     sigs = out.read("signatures")
     with timer("candidates"):
+        if longest_id_bytes is None:
+            longest_id_bytes = sigs.agg(F.max(F.octet_length(F.col("id").cast("string")))).first()[
+                0
+            ]
         rows, bands = _band_rows(sigs, cfg)
         members = bucket_members(rows, cfg.max_bucket_size)
-        with cached(members, StorageLevel.MEMORY_AND_DISK_DESER) as buckets:
+        # A band row: its id, band, bucket and a text key, and Arrow's offset.
+        row_bytes = (longest_id_bytes or 0) + BAND_ROW_BYTES
+        with (
+            small_row_batches(spark, row_bytes),
+            cached(members, StorageLevel.MEMORY_AND_DISK_DESER) as buckets,
+        ):
             n_cands, blk, summary = _write_candidates(spark, out, cfg, buckets)
     if documents is None:
         with tagged(spark, "candidates"):

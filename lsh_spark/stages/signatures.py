@@ -186,9 +186,14 @@ def _checked_ids(out: Output, name: str) -> DataFrame:
 
 def _record_counts(features: DataFrame, shingles: bool = False) -> tuple[DataFrame, Observed]:
     """Every input record's features (rejected ones with a ``reason``), observed:
-    ``records`` and ``rejected`` come with the write (see :func:`observed`);
+    ``records``, ``rejected`` and ``longest_id`` (UTF-8 bytes) come with the
+    write (see :func:`observed`);
     ``shingles``: also the total ``num_shingles`` of the accepted records."""
-    metrics = {"records": F.count(F.lit(1)), "rejected": F.count("reason")}
+    metrics = {
+        "records": F.count(F.lit(1)),
+        "rejected": F.count("reason"),
+        "longest_id": F.max(F.octet_length(F.col("id").cast("string"))),
+    }
     if shingles:
         metrics["shingles"] = F.sum(F.when(F.col("reason").isNull(), F.col("num_shingles")))
     return observed(features, **metrics)
@@ -212,6 +217,8 @@ def _signature_counts(out: Output, facts: dict[str, Any], seen: dict[str, int]) 
     counts = {"input_records": accepted + rejected, "accepted": accepted, "rejected": rejected}
     if "shingles" in seen:
         counts["accepted_shingles"] = int(seen["shingles"] or 0)
+    # The longest id in UTF-8 bytes: bounds the rows of the candidate stage.
+    counts["longest_id_bytes"] = int(seen["longest_id"] or 0)
     return {
         "input": dict(facts, records=accepted + rejected),
         "counts": counts,
