@@ -236,7 +236,10 @@ def test_local_properties_sets_real_spark_keys_and_the_sessions_defaults(spark):
     # The SQL defaults are those lsh-spark fills in; adaptive execution is left out
     # so that lsh-spark can size it (a value in the file is the user's).
     assert ADAPTIVE_KEY not in props
-    assert {k: v for k, v in props.items() if k in DEFAULTS} == DEFAULTS
+    assert {k: v for k, v in props.items() if k in DEFAULTS} == {
+        k: v for k, v in DEFAULTS.items() if k not in arrow
+    }
+    assert not arrow & set(props)
     assert props["spark.ui.enabled"] == "false"
     assert props["spark.task.maxDirectResultSize"] == "64m"
     assert props["spark.python.sql.dataFrameDebugging.enabled"] == "false"
