@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import zlib
 
 import numpy as np
 import pyarrow.compute as pc
@@ -21,11 +22,26 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 from reference import word_shingles  # noqa: E402 (tests/ is put on sys.path above)
 
 
-def read_texts(path: str) -> tuple[dict[str, str], dict[str, str]]:
-    """Each document's text by id, and each group's original (its id) by group."""
+def sampled(key: str, share: float) -> bool:
+    """Whether ``key`` (a group or an edge's first id) is in a sample of ``share``
+    of all keys, the same on every run (CRC-32 of the key)."""
+    return share >= 1.0 or zlib.crc32(key.encode()) < share * (1 << 32)
+
+
+def read_texts(
+    path: str, share: float = 1.0, also: set[str] | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Each document's text by id, and each group's original (its id) by group.
+
+    ``share`` below 1: only the documents of a sample of ``share`` of the groups
+    (:func:`sampled`) and those in ``also``, so that a 10M corpus's scoring holds a
+    few hundred MB of text, not 9 GB."""
     texts, originals = {}, {}
+    also = also or set()
     with open(path, encoding="utf-8") as fh:
         for d in map(json.loads, fh):
+            if share < 1.0 and not sampled(group(d["id"]), share) and d["id"] not in also:
+                continue
             texts[d["id"]] = d["text"]
             if d.get("original"):
                 originals[group(d["id"])] = d["id"]
@@ -62,20 +78,45 @@ class Shingles:
         return inter / (len(x) + len(y) - inter)
 
 
-def planted_copies(shingles: Shingles, originals: dict[str, str], threshold: float) -> set[str]:
-    """Ids of the copies whose exact Jaccard with their group's original is >= threshold."""
+def planted_copies(
+    shingles: Shingles, originals: dict[str, str], threshold: float, share: float = 1.0
+) -> set[str]:
+    """Ids of the copies whose exact Jaccard with their group's original is >= threshold
+    (of the sampled groups, with ``share`` below 1)."""
     return {
         i
         for i in shingles.texts
         if group(i) in originals
+        and sampled(group(i), share)
         and i != originals[group(i)]
         and shingles.jaccard(i, originals[group(i)]) >= threshold
     }
 
 
-def quality(run: str, texts: dict[str, str], originals: dict[str, str], threshold: float) -> dict:
+def sampled_edges(run: str, share: float) -> list[tuple[str, str]]:
+    """The rows of ``pairs/`` whose first id is in a sample of ``share`` (all at 1)."""
+    pairs = ds.dataset(os.path.join(run, "pairs"), format="parquet").to_table(
+        columns=["id_a", "id_b"]
+    )
+    edges = zip(pairs.column("id_a").to_pylist(), pairs.column("id_b").to_pylist(), strict=True)
+    return [(a, b) for a, b in edges if sampled(a, share)]
+
+
+def quality(
+    run: str,
+    texts: dict[str, str],
+    originals: dict[str, str],
+    threshold: float,
+    share: float = 1.0,
+    edges: list[tuple[str, str]] | None = None,
+) -> dict:
     """Recall of the planted copies (the share in one cluster with their original),
     and the checks that make every removal right.
+
+    ``share`` below 1: recall over the copies of the sampled groups and false
+    edges among ``edges`` (:func:`sampled_edges`), whose texts ``texts`` must
+    hold (:func:`read_texts` with ``also``); removals across groups are then not
+    counted (None).
 
     The source texts repeat passages (PAN13 is a text-reuse corpus), so documents of
     different groups can be true near-duplicates: a removal across groups is counted,
@@ -83,7 +124,7 @@ def quality(run: str, texts: dict[str, str], originals: dict[str, str], threshol
     exact Jaccard (reference shingling) is below the threshold: ``false_edges``.
     """
     shingles = Shingles(texts)
-    planted = planted_copies(shingles, originals, threshold)
+    planted = planted_copies(shingles, originals, threshold, share)
     clusters = ds.dataset(os.path.join(run, "clusters"), format="parquet").to_table(
         columns=["id", "cluster_id", "keep"]
     )
@@ -99,19 +140,16 @@ def quality(run: str, texts: dict[str, str], originals: dict[str, str], threshol
         group(i) != group(kept[c])
         for i, c in zip(removed_ids, removed.column("cluster_id").to_pylist(), strict=True)
     )
-    pairs = ds.dataset(os.path.join(run, "pairs"), format="parquet").to_table(
-        columns=["id_a", "id_b"]
-    )
-    false_edges = sum(
-        shingles.jaccard(a, b) < threshold - 1e-9
-        for a, b in zip(
-            pairs.column("id_a").to_pylist(), pairs.column("id_b").to_pylist(), strict=True
-        )
-    )
-    return {
+    if edges is None:
+        edges = sampled_edges(run, share)
+    false_edges = sum(shingles.jaccard(a, b) < threshold - 1e-9 for a, b in edges)
+    row = {
         "planted_copies": len(planted),
         "removed": len(removed_ids),
         "recall": round(found / max(1, len(planted)), 4),
-        "removals_across_groups": across,
+        "removals_across_groups": across if share >= 1.0 else None,
         "false_edges": false_edges,
     }
+    if share < 1.0:
+        row.update(quality_share=share, edges_checked=len(edges))
+    return row
