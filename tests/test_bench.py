@@ -469,3 +469,26 @@ def test_compare_without_a_datatrove_python_says_so_before_anything_runs(tmp_pat
     assert done.returncode == 1
     assert "datatrove skipped: no --datatrove-python given" in done.stderr
     assert not work.exists()
+
+
+def test_planted_scoring_on_a_sample_reads_whole_groups_and_the_edges_named(tmp_path):
+    """bench/web_shape.py --quality-share: the texts of a CRC-32 sample of the groups
+    (w1 at 0.44 of the range, w2 at 0.91) and of the documents the sampled edges
+    name; a share of 1 reads every document."""
+    planted = bench_module("planted")
+    corpus = tmp_path / "corpus.jsonl"
+    _planted_corpus(corpus)
+    texts, originals = planted.read_texts(str(corpus), 0.5, {"s0"})
+    assert sorted(texts) == ["s0", "w1-0", "w1-1", "w1-2"] and originals == {"w1": "w1-0"}
+    every, _ = planted.read_texts(str(corpus))
+    assert len(every) == 6 and planted.read_texts(str(corpus), 1.0)[0] == every
+    shingles = planted.Shingles(every)
+    assert planted.planted_copies(shingles, {"w1": "w1-0", "w2": "w2-0"}, 0.8, 0.5) == {
+        "w1-1",
+        "w1-2",
+    }
+    assert planted.planted_copies(shingles, {"w1": "w1-0", "w2": "w2-0"}, 0.8) == {
+        "w1-1",
+        "w1-2",
+        "w2-1",
+    }
