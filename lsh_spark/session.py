@@ -167,14 +167,19 @@ def settings_restored(spark: SparkSession) -> Iterator[None]:
     try:
         yield
     finally:
-        for key, value in before.items():
-            try:
-                if value is None:
-                    spark.conf.unset(key)
-                elif spark.conf.get(key, None) != value:
-                    spark.conf.set(key, value)
-            except PySparkException as exc:  # a server that refuses the key
-                log.warning("could not restore %s: %s", key, str(exc).strip().splitlines()[0])
+        _restore(spark, before)
+
+
+def _restore(spark: SparkSession, before: dict[str, str | None]) -> None:
+    """Put each setting of ``before`` back to its value there (unset where None)."""
+    for key, value in before.items():
+        try:
+            if value is None:
+                spark.conf.unset(key)
+            elif spark.conf.get(key, None) != value:
+                spark.conf.set(key, value)
+        except PySparkException as exc:  # a server that refuses the key
+            log.warning("could not restore %s: %s", key, str(exc).strip().splitlines()[0])
 
 
 @contextmanager
@@ -208,14 +213,7 @@ def small_row_batches(spark: SparkSession, row_bytes: int | None) -> Iterator[No
     try:
         yield
     finally:
-        for key, value in before.items():
-            try:
-                if value is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, value)
-            except PySparkException as exc:
-                log.warning("could not restore %s: %s", key, str(exc).strip().splitlines()[0])
+        _restore(spark, before)
 
 
 def submitted(spark: SparkSession, key: str) -> bool:

@@ -19,7 +19,7 @@ from lsh_spark.caching import cached
 from lsh_spark.config import DedupConfig, candidate_probability, s_curve
 from lsh_spark.session import in_background, job_tag, small_row_batches, tagged
 from lsh_spark.simhash import block_bounds, explode_tables
-from lsh_spark.stages.common import Output, Timer, observed
+from lsh_spark.stages.common import Output, Timer, longest_id, observed
 
 # Points of the p-stable S-curve in the report: distances 0 .. 3 x max_distance.
 DISTANCE_CURVE_POINTS = 20
@@ -47,9 +47,7 @@ def stage_candidates(
     sigs = out.read("signatures")
     with timer("candidates"):
         if longest_id_bytes is None:
-            longest_id_bytes = sigs.agg(F.max(F.octet_length(F.col("id").cast("string")))).first()[
-                0
-            ]
+            longest_id_bytes = sigs.agg(longest_id()).first()[0]
         rows, bands = _band_rows(sigs, cfg)
         members = bucket_members(rows, cfg.max_bucket_size)
         # A band row: its id, band, bucket and a text key, and Arrow's offset.

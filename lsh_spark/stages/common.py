@@ -140,6 +140,11 @@ def restore_id_col(df: DataFrame, cfg: DedupConfig, derived: bool) -> DataFrame:
     return df.withColumnRenamed("_input_id", "id") if "_input_id" in df.columns else df
 
 
+def longest_id() -> Column:
+    """The aggregate of the longest ``id`` in UTF-8 bytes (ids of any type, as strings)."""
+    return F.max(F.octet_length(F.col("id").cast("string")))
+
+
 def accepted_shingles(out: Output) -> DataFrame:
     """``(id, shingles)`` of every accepted document, from ``shingles/``."""
     return out.read("shingles").filter(F.col("shingles").isNotNull()).select("id", "shingles")

@@ -27,6 +27,7 @@ from lsh_spark.stages.common import (
     Observed,
     Output,
     Timer,
+    longest_id,
     observed,
 )
 from lsh_spark.vectors import add_vector_signatures, as_double_array, vector_rejects
@@ -192,7 +193,7 @@ def _record_counts(features: DataFrame, shingles: bool = False) -> tuple[DataFra
     metrics = {
         "records": F.count(F.lit(1)),
         "rejected": F.count("reason"),
-        "longest_id": F.max(F.octet_length(F.col("id").cast("string"))),
+        "longest_id": longest_id(),
     }
     if shingles:
         metrics["shingles"] = F.sum(F.when(F.col("reason").isNull(), F.col("num_shingles")))
